@@ -1,0 +1,258 @@
+// Package config holds the server's one configuration struct and loads it:
+// defaults, then the YAML file, then PYTHON_DOCKER_MCP_* environment
+// variables, then command-line flags. Unknown keys and bad values are errors
+// that name the file (or variable, or flag), the key path, the bad value and
+// what is allowed.
+package config
+
+import "time"
+
+// Config is the whole configuration. The zero value is not useful: start from
+// Default() or Load.
+type Config struct {
+	Docker  Docker  `koanf:"docker" json:"docker"`
+	Image   Image   `koanf:"image" json:"image"`
+	Package Package `koanf:"package" json:"package"`
+
+	// AllowedModules, when non-empty, is an allowlist of top-level modules
+	// (prefix semantics: "numpy" allows "numpy.linalg"). Relative imports are
+	// the user's own code and are never judged.
+	AllowedModules []string `koanf:"allowed_modules" json:"allowed_modules"`
+	// BlockedModules are denied with prefix semantics ("os" blocks "os.path").
+	BlockedModules []string `koanf:"blocked_modules" json:"blocked_modules"`
+	// BlockedCalls are dotted call names matched after import-alias
+	// resolution, e.g. "os.system".
+	BlockedCalls []string `koanf:"blocked_calls" json:"blocked_calls"`
+
+	Policy   Policy   `koanf:"policy" json:"policy"`
+	Pool     Pool     `koanf:"pool" json:"pool"`
+	Sessions Sessions `koanf:"sessions" json:"sessions"`
+	Limits   Limits   `koanf:"limits" json:"limits"`
+	Server   Server   `koanf:"server" json:"server"`
+	Auth     Auth     `koanf:"auth" json:"auth"`
+	Log      Log      `koanf:"log" json:"log"`
+}
+
+// Docker describes the sandbox containers. Every limit here is the
+// operator's maximum: a request may tighten it, never raise it.
+type Docker struct {
+	// Image is the sandbox image; any image with python3 works. The default
+	// image is built offline by `python-docker-mcp image build`.
+	Image string `koanf:"image" json:"image"`
+	// WorkingDir is where the workspace tmpfs is mounted and code runs.
+	WorkingDir string `koanf:"working_dir" json:"working_dir"`
+	// MemoryLimit in bytes (memory+swap is set to the same value).
+	MemoryLimit Size `koanf:"memory_limit" json:"memory_limit"`
+	// CPULimit in CPUs (fractions allowed).
+	CPULimit float64 `koanf:"cpu_limit" json:"cpu_limit"`
+	// Timeout is the wall-clock limit of one call.
+	Timeout Duration `koanf:"timeout" json:"timeout"`
+	// NetworkDisabled runs sandboxes with network mode "none".
+	NetworkDisabled bool `koanf:"network_disabled" json:"network_disabled"`
+	// ReadOnly makes the container's root filesystem read-only.
+	ReadOnly bool `koanf:"read_only" json:"read_only"`
+	// Runtime is an optional OCI runtime, e.g. "runsc".
+	Runtime string `koanf:"runtime" json:"runtime"`
+	// PidsLimit caps processes and threads in one sandbox.
+	PidsLimit int64 `koanf:"pids_limit" json:"pids_limit"`
+	// TmpSize caps the /tmp tmpfs in bytes.
+	TmpSize Size `koanf:"tmp_size" json:"tmp_size"`
+	// WorkspaceSize caps the working-directory tmpfs in bytes.
+	WorkspaceSize Size `koanf:"workspace_size" json:"workspace_size"`
+	// User is the non-root "uid:gid" the sandbox runs as.
+	User string `koanf:"user" json:"user"`
+}
+
+// Image is the recipe of the default sandbox image built by `image build`.
+// Its hash is stored as an image label: a changed recipe means a rebuild.
+type Image struct {
+	// Release is the Debian release debootstrap installs (trixie has Python 3.13).
+	Release string `koanf:"release" json:"release"`
+	// Mirror is the Debian mirror debootstrap downloads from.
+	Mirror string `koanf:"mirror" json:"mirror"`
+	// Packages are the Debian packages installed on top of minbase.
+	Packages []string `koanf:"packages" json:"packages"`
+}
+
+// Package configures install-package.
+type Package struct {
+	// Installer is "pip" or "uv" (uv when the image has it, else pip).
+	Installer string `koanf:"installer" json:"installer"`
+	// IndexURL is an optional package index; empty means none (fully offline).
+	IndexURL string `koanf:"index_url" json:"index_url"`
+	// FindLinks are local wheelhouse directories on the host.
+	FindLinks []string `koanf:"find_links" json:"find_links"`
+	// TrustedHosts are passed to pip as --trusted-host.
+	TrustedHosts []string `koanf:"trusted_hosts" json:"trusted_hosts"`
+	// Allowed, when non-empty, is an allowlist of requirement strings
+	// (PEP 503 normalised names, optionally with a version constraint).
+	Allowed []string `koanf:"allowed" json:"allowed"`
+	// Blocked package names (PEP 503 normalised).
+	Blocked []string `koanf:"blocked" json:"blocked"`
+	// RequirePinned demands an exact "==" version.
+	RequirePinned bool `koanf:"require_pinned" json:"require_pinned"`
+	// AllowedIndexes restricts which index URLs a request may name.
+	AllowedIndexes []string `koanf:"allowed_indexes" json:"allowed_indexes"`
+	// MaxPerSession caps installs into one session (0 = no cap).
+	MaxPerSession int `koanf:"max_per_session" json:"max_per_session"`
+	// AllowSdist lets pip build source distributions (runs setup.py).
+	AllowSdist bool `koanf:"allow_sdist" json:"allow_sdist"`
+	// Timeout of one install.
+	Timeout Duration `koanf:"timeout" json:"timeout"`
+}
+
+// Policy configures the OPA engine.
+type Policy struct {
+	// Profile is "standard" or "strict".
+	Profile string `koanf:"profile" json:"profile"`
+	// Paths are extra directories of operator Rego, loaded beside rules/.
+	Paths []string `koanf:"paths" json:"paths"`
+	// DecisionLog is a file that receives one JSON line per decision ("" = off).
+	DecisionLog string `koanf:"decision_log" json:"decision_log"`
+	// DecisionLogCode also writes the code itself into the decision log.
+	DecisionLogCode bool `koanf:"decision_log_code" json:"decision_log_code"`
+}
+
+// Pool configures the warm pool of pre-started single-use sandboxes.
+type Pool struct {
+	Enabled                bool     `koanf:"enabled" json:"enabled"`
+	Size                   int      `koanf:"size" json:"size"`
+	MaxAge                 Duration `koanf:"max_age" json:"max_age"`
+	MaxConcurrentCreations int      `koanf:"max_concurrent_creations" json:"max_concurrent_creations"`
+	// Preload are modules imported before a pooled sandbox waits for code.
+	Preload []string `koanf:"preload" json:"preload"`
+}
+
+// Sessions configures persistent sessions.
+type Sessions struct {
+	// IdleTTL counts from the end of a session's last call.
+	IdleTTL     Duration `koanf:"idle_ttl" json:"idle_ttl"`
+	MaxLifetime Duration `koanf:"max_lifetime" json:"max_lifetime"`
+	MaxPerOwner int      `koanf:"max_per_owner" json:"max_per_owner"`
+	MaxTotal    int      `koanf:"max_total" json:"max_total"`
+}
+
+// Limits caps sizes of what flows through the server, in bytes.
+type Limits struct {
+	MaxOutputBytes Size `koanf:"max_output_bytes" json:"max_output_bytes"`
+	MaxStateBytes  Size `koanf:"max_state_bytes" json:"max_state_bytes"`
+	MaxImageBytes  Size `koanf:"max_image_bytes" json:"max_image_bytes"`
+	MaxCodeBytes   Size `koanf:"max_code_bytes" json:"max_code_bytes"`
+}
+
+// Server configures the MCP transport.
+type Server struct {
+	// Transport is "stdio" or "http".
+	Transport string `koanf:"transport" json:"transport"`
+	// Addr is the HTTP listen address.
+	Addr string `koanf:"addr" json:"addr"`
+	// Path is the Streamable HTTP endpoint.
+	Path string `koanf:"path" json:"path"`
+	// MaxBodyBytes caps an HTTP request body.
+	MaxBodyBytes Size `koanf:"max_body_bytes" json:"max_body_bytes"`
+}
+
+// Auth configures bearer-token authentication of the HTTP transport.
+type Auth struct {
+	// Mode is "jwt", "dev" or "off" ("off" only for stdio or a loopback address).
+	Mode          string   `koanf:"mode" json:"mode"`
+	JWKSURI       string   `koanf:"jwks_uri" json:"jwks_uri"`
+	Issuer        string   `koanf:"issuer" json:"issuer"`
+	Audience      string   `koanf:"audience" json:"audience"`
+	Algorithm     string   `koanf:"algorithm" json:"algorithm"`
+	PublicKeyPath string   `koanf:"public_key_path" json:"public_key_path"`
+	Leeway        Duration `koanf:"leeway" json:"leeway"`
+	Scopes        Scopes   `koanf:"scopes" json:"scopes"`
+}
+
+// Scopes names the scope each group of tools needs.
+type Scopes struct {
+	Execute  string `koanf:"execute" json:"execute"`
+	Install  string `koanf:"install" json:"install"`
+	Sessions string `koanf:"sessions" json:"sessions"`
+}
+
+// Log configures the server's log (always stderr: stdout carries MCP).
+type Log struct {
+	// Level is "debug", "info", "warn" or "error".
+	Level string `koanf:"level" json:"level"`
+	// Format is "text" or "json".
+	Format string `koanf:"format" json:"format"`
+}
+
+// Default returns the built-in configuration: the server runs with no file.
+func Default() Config {
+	return Config{
+		Docker: Docker{
+			Image:           "python-docker-mcp-sandbox:latest",
+			WorkingDir:      "/workspace",
+			MemoryLimit:     512 << 20,
+			CPULimit:        1,
+			Timeout:         Duration(30 * time.Second),
+			NetworkDisabled: true,
+			ReadOnly:        true,
+			PidsLimit:       128,
+			TmpSize:         64 << 20,
+			WorkspaceSize:   128 << 20,
+			User:            "1000:1000",
+		},
+		Image: Image{
+			Release: "trixie",
+			Mirror:  "http://deb.debian.org/debian",
+			Packages: []string{
+				"python3", "python3-numpy", "python3-pandas", "python3-scipy",
+				"python3-matplotlib", "python3-sklearn", "python3-sympy", "python3-pip",
+			},
+		},
+		Package: Package{
+			Installer:      "pip",
+			FindLinks:      []string{},
+			TrustedHosts:   []string{},
+			Allowed:        []string{},
+			Blocked:        []string{},
+			AllowedIndexes: []string{},
+			Timeout:        Duration(120 * time.Second),
+		},
+		AllowedModules: []string{},
+		BlockedModules: []string{},
+		BlockedCalls:   []string{},
+		Policy:         Policy{Profile: "standard", Paths: []string{}},
+		Pool: Pool{
+			Enabled:                true,
+			Size:                   2,
+			MaxAge:                 Duration(10 * time.Minute),
+			MaxConcurrentCreations: 2,
+			Preload:                []string{"numpy", "pandas", "matplotlib.pyplot"},
+		},
+		Sessions: Sessions{
+			IdleTTL:     Duration(30 * time.Minute),
+			MaxLifetime: Duration(4 * time.Hour),
+			MaxPerOwner: 5,
+			MaxTotal:    20,
+		},
+		Limits: Limits{
+			MaxOutputBytes: 1 << 20,
+			MaxStateBytes:  1 << 20,
+			MaxImageBytes:  4 << 20,
+			MaxCodeBytes:   1 << 20,
+		},
+		Server: Server{
+			Transport:    "stdio",
+			Addr:         "127.0.0.1:8000",
+			Path:         "/mcp",
+			MaxBodyBytes: 4 << 20,
+		},
+		Auth: Auth{
+			Mode:      "off",
+			Audience:  "mcp-pyexec",
+			Algorithm: "RS256",
+			Leeway:    Duration(30 * time.Second),
+			Scopes: Scopes{
+				Execute:  "python:execute",
+				Install:  "python:install",
+				Sessions: "python:sessions",
+			},
+		},
+		Log: Log{Level: "info", Format: "text"},
+	}
+}

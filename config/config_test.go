@@ -1,0 +1,251 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func mustLoad(t *testing.T, o Options) *Loaded {
+	t.Helper()
+	if o.Home == "" {
+		o.Home = t.TempDir()
+	}
+	l, err := Load(o)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	return l
+}
+
+func TestDefaults(t *testing.T) {
+	l := mustLoad(t, Options{})
+	if diff := cmp.Diff(Default(), l.Config); diff != "" {
+		t.Errorf("Load with nothing (-want +got):\n%s", diff)
+	}
+	c := l.Config
+	if c.Docker.MemoryLimit != 512<<20 || c.Docker.CPULimit != 1 || c.Docker.Timeout.D() != 30*time.Second ||
+		!c.Docker.NetworkDisabled || !c.Docker.ReadOnly || c.Limits.MaxOutputBytes != 1<<20 {
+		t.Errorf("defaults are not the documented ones: %+v", c.Docker)
+	}
+	if l.File != "" {
+		t.Errorf("File = %q, want none", l.File)
+	}
+	for _, k := range Keys() {
+		if l.Origin[k] != "default" {
+			t.Errorf("Origin[%s] = %q, want default", k, l.Origin[k])
+		}
+	}
+}
+
+func TestLayers(t *testing.T) {
+	dir := t.TempDir()
+	f := writeFile(t, dir, "c.yaml", "docker:\n  memory_limit: 256m\n  timeout: 10\npool:\n  size: 3\n")
+
+	l := mustLoad(t, Options{File: f})
+	if got := l.Config.Docker.MemoryLimit; got != 256<<20 {
+		t.Errorf("file: memory_limit = %d, want 256m", got)
+	}
+	if got := l.Config.Docker.Timeout.D(); got != 10*time.Second {
+		t.Errorf("file: timeout = %v, want 10s", got)
+	}
+	if l.Origin["docker.memory_limit"] != "file" || l.Origin["docker.cpu_limit"] != "default" {
+		t.Errorf("origins: %q %q", l.Origin["docker.memory_limit"], l.Origin["docker.cpu_limit"])
+	}
+
+	env := []string{"PYTHON_DOCKER_MCP_DOCKER_MEMORY_LIMIT=1g", "PYTHON_DOCKER_MCP_POOL_SIZE=5", "PYTHON_DOCKER_MCP_ALLOWED_MODULES=numpy, pandas"}
+	l = mustLoad(t, Options{File: f, Env: env})
+	if got := l.Config.Docker.MemoryLimit; got != 1<<30 {
+		t.Errorf("env over file: memory_limit = %d, want 1g", got)
+	}
+	if got := l.Config.Pool.Size; got != 5 {
+		t.Errorf("env over file: pool.size = %d, want 5", got)
+	}
+	if diff := cmp.Diff([]string{"numpy", "pandas"}, l.Config.AllowedModules); diff != "" {
+		t.Errorf("env list (-want +got):\n%s", diff)
+	}
+	if got := l.Origin["pool.size"]; got != "env PYTHON_DOCKER_MCP_POOL_SIZE" {
+		t.Errorf("origin of pool.size = %q", got)
+	}
+
+	l = mustLoad(t, Options{File: f, Env: env, Flags: map[string]string{"pool.size": "7", "server.transport": "http"}})
+	if got := l.Config.Pool.Size; got != 7 {
+		t.Errorf("flag over env: pool.size = %d, want 7", got)
+	}
+	if got := l.Origin["server.transport"]; got != "flag --transport" {
+		t.Errorf("origin of server.transport = %q", got)
+	}
+}
+
+func TestFileChoice(t *testing.T) {
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, ".python-docker-mcp"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	def := writeFile(t, filepath.Join(home, ".python-docker-mcp"), "config.yaml", "pool:\n  size: 1\n")
+	envFile := writeFile(t, t.TempDir(), "env.yaml", "pool:\n  size: 2\n")
+	flagFile := writeFile(t, t.TempDir(), "flag.yaml", "pool:\n  size: 3\n")
+	for _, tc := range []struct {
+		name string
+		o    Options
+		file string
+		size int
+	}{
+		{"default file", Options{Home: home}, def, 1},
+		{"env names the file", Options{Home: home, Env: []string{EnvConfigFile + "=" + envFile}}, envFile, 2},
+		{"--config wins", Options{Home: home, File: flagFile, Env: []string{EnvConfigFile + "=" + envFile}}, flagFile, 3},
+	} {
+		l := mustLoad(t, tc.o)
+		if l.File != tc.file || l.Config.Pool.Size != tc.size {
+			t.Errorf("%s: got file %q size %d, want %q %d", tc.name, l.File, l.Config.Pool.Size, tc.file, tc.size)
+		}
+	}
+}
+
+func TestLegacyEnv(t *testing.T) {
+	env := []string{
+		"PYTHON_DOCKER_MCP_POOL_ENABLED=false",
+		"PYTHON_DOCKER_MCP_POOL_SIZE=4",
+		"PYTHON_DOCKER_MCP_POOL_MAX_AGE=120",
+		"PYTHON_DOCKER_MCP_MAX_CONCURRENT_CREATIONS=3",
+		"PYTHON_DOCKER_MCP_MEMORY_LIMIT=1g",
+		"PYTHON_DOCKER_MCP_CPU_LIMIT=0.5",
+		"MCP_AUDIENCE=other",
+	}
+	c := mustLoad(t, Options{Env: env}).Config
+	got := fmt.Sprint(c.Pool.Enabled, c.Pool.Size, c.Pool.MaxAge.D(), c.Pool.MaxConcurrentCreations, c.Docker.MemoryLimit, c.Docker.CPULimit, c.Auth.Audience)
+	want := fmt.Sprint(false, 4, 2*time.Minute, 3, Size(1<<30), 0.5, "other")
+	if got != want {
+		t.Errorf("legacy env: got %s, want %s", got, want)
+	}
+	// The canonical name wins over the legacy one.
+	c = mustLoad(t, Options{Env: []string{"PYTHON_DOCKER_MCP_MEMORY_LIMIT=1g", "PYTHON_DOCKER_MCP_DOCKER_MEMORY_LIMIT=2g"}}).Config
+	if c.Docker.MemoryLimit != 2<<30 {
+		t.Errorf("canonical over legacy: memory_limit = %v, want 2g", c.Docker.MemoryLimit)
+	}
+}
+
+func TestPythonDockerMCPExample(t *testing.T) {
+	l := mustLoad(t, Options{File: "../examples/config/python-docker-mcp.yaml"})
+	c := l.Config
+	if c.Docker.Image != "python:3.12.2-slim" || c.Docker.WorkingDir != "/app" || c.Docker.MemoryLimit != 256<<20 ||
+		c.Docker.CPULimit != 0.5 || c.Docker.Timeout.D() != 30*time.Second || c.Package.Installer != "uv" || c.Package.IndexURL != "" {
+		t.Errorf("example loaded wrong: %+v %+v", c.Docker, c.Package)
+	}
+	if diff := cmp.Diff([]string{"os", "sys", "subprocess", "shutil", "pathlib"}, c.BlockedModules); diff != "" {
+		t.Errorf("blocked_modules (-want +got):\n%s", diff)
+	}
+	if len(c.AllowedModules) != 6 {
+		t.Errorf("allowed_modules = %v", c.AllowedModules)
+	}
+}
+
+func TestFullExampleIsDefaults(t *testing.T) {
+	l := mustLoad(t, Options{File: "../examples/config/full.yaml"})
+	if diff := cmp.Diff(Default(), l.Config); diff != "" {
+		t.Errorf("examples/config/full.yaml differs from Default() (-want +got):\n%s", diff)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		yaml string
+		env  []string
+		file string // overrides the written file
+		want []string
+	}{
+		{name: "unknown key", yaml: "pool:\n  szie: 3\n", want: []string{"pool.szie", `unknown key "szie"`, `did you mean "pool.size"`}},
+		{name: "unknown section", yaml: "dokcer:\n  image: x\n", want: []string{"dokcer", "unknown key"}},
+		{name: "bad size", yaml: "docker:\n  memory_limit: 256x\n", want: []string{"docker.memory_limit", `"256x"`, "256m"}},
+		{name: "negative timeout", yaml: "docker:\n  timeout: -5\n", want: []string{"docker.timeout", "-5", "not positive"}},
+		{name: "zero timeout", yaml: "docker:\n  timeout: 0s\n", want: []string{"docker.timeout", "not positive"}},
+		{name: "wrong type", yaml: "pool:\n  size: [1, 2]\n", want: []string{"pool.size", "whole number"}},
+		{name: "bool", yaml: "docker:\n  read_only: maybe\n", want: []string{"docker.read_only", "true or false"}},
+		{name: "section as value", yaml: "docker: 3\n", want: []string{"docker", "is a section"}},
+		{name: "yaml syntax", yaml: "docker:\n  image: [unclosed\n  timeout: 3\n", want: []string{"not valid YAML", "line"}},
+		{name: "enum", yaml: "policy:\n  profile: lax\n", want: []string{"policy.profile", "standard, strict"}},
+		{name: "root user", yaml: "docker:\n  user: \"0:0\"\n", want: []string{"docker.user", "non-root"}},
+		{name: "missing file", file: filepath.Join(dir, "nope.yaml"), want: []string{"nope.yaml", "does not exist"}},
+		{name: "directory", file: dir, want: []string{"is a directory"}},
+		{name: "bad env", env: []string{"PYTHON_DOCKER_MCP_POOL_SIZE=many"}, want: []string{"env PYTHON_DOCKER_MCP_POOL_SIZE", "pool.size", `"many"`, "whole number"}},
+		{name: "bad env size", env: []string{"PYTHON_DOCKER_MCP_MEMORY_LIMIT=lots"}, want: []string{"env PYTHON_DOCKER_MCP_MEMORY_LIMIT", "docker.memory_limit"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := tc.file
+			if f == "" && tc.yaml != "" {
+				f = writeFile(t, dir, strings.ReplaceAll(tc.name, " ", "_")+".yaml", tc.yaml)
+			}
+			_, err := Load(Options{File: f, Env: tc.env, Home: dir})
+			if err == nil {
+				t.Fatal("Load succeeded, want an error")
+			}
+			var errs Errors
+			if !errors.As(err, &errs) {
+				t.Fatalf("error %T is not config.Errors", err)
+			}
+			msg := err.Error()
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not mention %q", msg, w)
+				}
+			}
+			if f != "" && tc.env == nil && !strings.Contains(msg, f) {
+				t.Errorf("error %q does not name the file %s", msg, f)
+			}
+		})
+	}
+}
+
+func TestEveryErrorReported(t *testing.T) {
+	f := writeFile(t, t.TempDir(), "c.yaml", "pool:\n  szie: 3\ndocker:\n  memory_limit: 256x\n  timeout: -1\n")
+	_, err := Load(Options{File: f, Home: t.TempDir()})
+	var errs Errors
+	if !errors.As(err, &errs) || len(errs) != 3 {
+		t.Fatalf("got %v, want 3 errors", err)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]Size{"256m": 256 << 20, "1g": 1 << 30, "1.5GiB": 3 << 29, "1024": 1024, "64KiB": 64 << 10, "512MB": 512 << 20, " 2 g ": 2 << 30} {
+		got, err := ParseSize(in)
+		if err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"256x", "", "m", "-1m", "1..2g", "NaNg"} {
+		if _, err := ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q) succeeded, want error", in)
+		}
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{"30s": 30 * time.Second, "30": 30 * time.Second, "2.5": 2500 * time.Millisecond, "1h30m": 90 * time.Minute} {
+		got, err := ParseDuration(in)
+		if err != nil || got.D() != want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"0", "-1s", "soon", ""} {
+		if _, err := ParseDuration(in); err == nil {
+			t.Errorf("ParseDuration(%q) succeeded, want error", in)
+		}
+	}
+}
