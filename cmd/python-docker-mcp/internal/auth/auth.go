@@ -114,6 +114,7 @@ type Authenticator struct {
 	mode     string
 	scopes   config.Scopes
 	parser   *jwt.Parser
+	algs     []string
 	keyfunc  func(ctx context.Context) jwt.Keyfunc
 	resource string
 	metaURL  string
@@ -227,6 +228,7 @@ func New(ctx context.Context, cfg config.Auth, opts Options) (*Authenticator, er
 		}
 	}
 
+	a.algs = algs
 	a.parser = jwt.NewParser(
 		jwt.WithValidMethods(algs),
 		jwt.WithIssuer(issuer),
@@ -328,7 +330,13 @@ type claims struct {
 // show the client) why it is refused.
 func (a *Authenticator) verify(ctx context.Context, raw string) (Principal, string) {
 	var c claims
-	if _, err := a.parser.ParseWithClaims(raw, &c, a.keyfunc(ctx)); err != nil {
+	tok, err := a.parser.ParseWithClaims(raw, &c, a.keyfunc(ctx))
+	if err != nil {
+		if tok != nil && !errors.Is(err, jwt.ErrTokenMalformed) {
+			if alg, _ := tok.Header["alg"].(string); !slices.Contains(a.algs, alg) {
+				return Principal{}, "token algorithm is not allowed (want " + strings.Join(a.algs, " or ") + ")"
+			}
+		}
 		return Principal{}, reason(err)
 	}
 	if c.Subject == "" {
