@@ -1,0 +1,216 @@
+package policy
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/python-docker-mcp/python-docker-mcp/config"
+)
+
+// Profiles are the values of policy.profile.
+var Profiles = []string{"standard", "strict"}
+
+var (
+	// A dotted Python name; identifiers may be non-ASCII (PEP 3131).
+	dottedName = regexp.MustCompile(`^[\p{L}_][\p{L}\p{N}_]*(\.[\p{L}_][\p{L}\p{N}_]*)*$`)
+	// PEP 508 distribution name.
+	packageName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`)
+	// The same PEP 440 version pattern as rules/lib.rego (on lower case).
+	pep440 = regexp.MustCompile(`^v?(?:(\d+)!)?(\d+(?:\.\d+)*)(?:[-_.]?(a|b|c|rc|alpha|beta|pre|preview)[-_.]?(\d*))?(?:-(\d+)|[-_.]?(post|rev|r)[-_.]?(\d*))?(?:[-_.]?(dev)[-_.]?(\d*))?(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?$`)
+	// One specifier clause, as rules/lib.rego parses it.
+	specClause = regexp.MustCompile(`^(~=|===|==|!=|<=|>=|<|>)\s*([^\s,;]+)$`)
+	separators = regexp.MustCompile(`[-_.]+`)
+	// name, optional extras, the rest.
+	requirement = regexp.MustCompile(`^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*(.*?)\s*$`)
+)
+
+// NormalizePackage is the PEP 503 normal form of a package name:
+// "Scikit_Learn" and "scikit.learn" are both "scikit-learn".
+func NormalizePackage(name string) string {
+	return strings.ToLower(separators.ReplaceAllString(name, "-"))
+}
+
+// ParseRequirement reads a requirement string such as "numpy",
+// "numpy==1.26.4" or "pandas>=2,<3" into a Package (Index left empty).
+// Extras, environment markers and direct URL references are errors: the
+// policy could not judge what they pull in.
+func ParseRequirement(s string) (Package, error) {
+	m := requirement.FindStringSubmatch(s)
+	if m == nil || !packageName.MatchString(m[1]) {
+		return Package{}, fmt.Errorf("%q is not a requirement: want a package name with an optional version specifier, e.g. numpy==1.26.4", s)
+	}
+	if m[2] != "" {
+		return Package{}, fmt.Errorf("%q: extras (%s) are not supported: request the extra packages by name", s, m[2])
+	}
+	spec := m[3]
+	if strings.ContainsAny(spec, ";@") {
+		return Package{}, fmt.Errorf("%q: environment markers and direct references are not supported: want a name and a version specifier", s)
+	}
+	if err := checkSpecifier(spec); err != nil {
+		return Package{}, fmt.Errorf("%q: %w", s, err)
+	}
+	return Package{Name: m[1], Specifier: spec}, nil
+}
+
+// checkSpecifier accepts what rules/lib.rego's valid_specifier accepts.
+func checkSpecifier(spec string) error {
+	if strings.TrimSpace(spec) == "" {
+		return nil
+	}
+	for _, c := range strings.Split(spec, ",") {
+		m := specClause.FindStringSubmatch(strings.TrimSpace(c))
+		if m == nil {
+			return fmt.Errorf("%q is not a version clause: want an operator (==, !=, <=, >=, <, >, ~=, ===) and a version, e.g. >=1.26", strings.TrimSpace(c))
+		}
+		op, v := m[1], m[2]
+		if op == "===" {
+			continue
+		}
+		if (op == "==" || op == "!=") && strings.HasSuffix(v, ".*") {
+			v = strings.TrimSuffix(v, ".*")
+		}
+		if !pep440.MatchString(strings.ToLower(v)) {
+			return fmt.Errorf("%q is not a PEP 440 version", m[2])
+		}
+	}
+	return nil
+}
+
+// limitKeys names each limit in the input, in the data and in the config.
+var limitKeys = []struct{ name, key string }{
+	{"timeout_seconds", "docker.timeout"},
+	{"memory_bytes", "docker.memory_limit"},
+	{"cpus", "docker.cpu_limit"},
+	{"pids", "docker.pids_limit"},
+}
+
+// configData turns the configuration into data.pydocker.config: lists
+// become lookup objects (name -> true), names are checked and normalised,
+// package requirements are split into name and specifier, limits carry
+// their config key and their text for messages. Errors name the config key.
+func configData(cfg config.Config) (map[string]any, Limits, error) {
+	profile := cfg.Policy.Profile
+	if profile == "" {
+		profile = "standard"
+	}
+	if profile != "standard" && profile != "strict" {
+		return nil, Limits{}, fmt.Errorf("policy.profile: %q is not a profile: want standard or strict", profile)
+	}
+	allowedModules, err := nameSet("allowed_modules", cfg.AllowedModules)
+	if err != nil {
+		return nil, Limits{}, err
+	}
+	blockedModules, err := nameSet("blocked_modules", cfg.BlockedModules)
+	if err != nil {
+		return nil, Limits{}, err
+	}
+	blockedCalls, err := nameSet("blocked_calls", cfg.BlockedCalls)
+	if err != nil {
+		return nil, Limits{}, err
+	}
+	pkg, err := packageData(cfg.Package)
+	if err != nil {
+		return nil, Limits{}, err
+	}
+
+	max := Limits{
+		Timeout: cfg.Docker.Timeout.D().Seconds(),
+		Memory:  int64(cfg.Docker.MemoryLimit),
+		CPUs:    cfg.Docker.CPULimit,
+		Pids:    cfg.Docker.PidsLimit,
+	}
+	values := map[string]any{
+		"timeout_seconds": max.Timeout,
+		"memory_bytes":    max.Memory,
+		"cpus":            max.CPUs,
+		"pids":            max.Pids,
+	}
+	texts := map[string]string{
+		"timeout_seconds": cfg.Docker.Timeout.String(),
+		"memory_bytes":    cfg.Docker.MemoryLimit.String(),
+		"cpus":            strconv.FormatFloat(max.CPUs, 'g', -1, 64),
+		"pids":            strconv.FormatInt(max.Pids, 10),
+	}
+	positive := map[string]bool{
+		"timeout_seconds": max.Timeout > 0,
+		"memory_bytes":    max.Memory > 0,
+		"cpus":            max.CPUs > 0,
+		"pids":            max.Pids > 0,
+	}
+	limits := map[string]any{}
+	for _, l := range limitKeys {
+		if !positive[l.name] {
+			return nil, Limits{}, fmt.Errorf("%s: %s: the maximum must be positive, requests are bounded by it", l.key, texts[l.name])
+		}
+		limits[l.name] = map[string]any{"max": values[l.name], "key": l.key, "text": texts[l.name]}
+	}
+
+	return map[string]any{
+		"profile":         profile,
+		"allowed_modules": allowedModules,
+		"blocked_modules": blockedModules,
+		"blocked_calls":   blockedCalls,
+		"package":         pkg,
+		"limits":          limits,
+		"max_code_bytes":  int64(cfg.Limits.MaxCodeBytes),
+		"sessions":        map[string]any{"max_per_owner": cfg.Sessions.MaxPerOwner},
+	}, max, nil
+}
+
+func nameSet(key string, names []string) (map[string]any, error) {
+	set := make(map[string]any, len(names))
+	for i, n := range names {
+		t := strings.TrimSpace(n)
+		if !dottedName.MatchString(t) {
+			return nil, fmt.Errorf("%s[%d]: %q is not a dotted Python name (e.g. os or os.path)", key, i, n)
+		}
+		set[t] = true
+	}
+	return set, nil
+}
+
+func packageData(p config.Package) (map[string]any, error) {
+	allowed := make(map[string]any, len(p.Allowed))
+	for i, s := range p.Allowed {
+		r, err := ParseRequirement(s)
+		if err != nil {
+			return nil, fmt.Errorf("package.allowed[%d]: %w", i, err)
+		}
+		name := NormalizePackage(r.Name)
+		if prev, ok := allowed[name]; ok {
+			return nil, fmt.Errorf("package.allowed[%d]: %q names %s again (also %q): merge the constraints into one entry", i, s, name, prev.(map[string]any)["requirement"])
+		}
+		allowed[name] = map[string]any{"requirement": strings.TrimSpace(s), "specifier": r.Specifier}
+	}
+	blocked := make(map[string]any, len(p.Blocked))
+	for i, s := range p.Blocked {
+		t := strings.TrimSpace(s)
+		if !packageName.MatchString(t) {
+			return nil, fmt.Errorf("package.blocked[%d]: %q is not a package name", i, s)
+		}
+		blocked[NormalizePackage(t)] = true
+	}
+	indexes := make(map[string]any, len(p.AllowedIndexes)+1)
+	for i, u := range p.AllowedIndexes {
+		t := strings.TrimRight(strings.TrimSpace(u), "/")
+		if t == "" {
+			return nil, fmt.Errorf("package.allowed_indexes[%d]: empty URL", i)
+		}
+		indexes[t] = true
+	}
+	if t := strings.TrimRight(strings.TrimSpace(p.IndexURL), "/"); t != "" {
+		indexes[t] = true
+	}
+	if p.MaxPerSession < 0 {
+		return nil, fmt.Errorf("package.max_per_session: %d is negative: want 0 (no cap) or more", p.MaxPerSession)
+	}
+	return map[string]any{
+		"allowed":         allowed,
+		"blocked":         blocked,
+		"require_pinned":  p.RequirePinned,
+		"allowed_indexes": indexes,
+		"max_per_session": p.MaxPerSession,
+	}, nil
+}

@@ -1,0 +1,240 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
+)
+
+// value builds the Rego input document directly, without a JSON round
+// trip: the same document encoding/json gives for in (TestInputValue
+// checks that), at a fraction of the cost for code with many imports.
+func (in Input) value() ast.Value {
+	items := make([][2]*ast.Term, 0, 6)
+	items = append(items, item("tool", ast.StringTerm(in.Tool)))
+	if c := in.Code; c != nil {
+		items = append(items, item("code", ast.ObjectTerm(
+			item("facts", factsTerm(c.Facts)),
+			item("bytes", ast.IntNumberTerm(c.Bytes)),
+			item("lines", ast.IntNumberTerm(c.Lines)),
+		)))
+	}
+	if p := in.Package; p != nil {
+		items = append(items, item("package", ast.ObjectTerm(
+			item("name", ast.StringTerm(p.Name)),
+			item("specifier", ast.StringTerm(p.Specifier)),
+			item("index", ast.StringTerm(p.Index)),
+		)))
+	}
+	if s := in.Session; s != nil {
+		items = append(items, item("session", ast.ObjectTerm(
+			item("id", ast.StringTerm(s.ID)),
+			item("owner", ast.StringTerm(s.Owner)),
+			item("exists", ast.BooleanTerm(s.Exists)),
+			item("owner_count", ast.IntNumberTerm(s.OwnerCount)),
+			item("packages", ast.IntNumberTerm(s.Packages)),
+		)))
+	}
+	items = append(items, item("limits_requested", limitsTerm(in.LimitsRequested)))
+	var scopes *ast.Term
+	if in.Principal.Scopes == nil {
+		scopes = ast.NullTerm()
+	} else {
+		scopes = stringsTerm(in.Principal.Scopes)
+	}
+	items = append(items, item("principal", ast.ObjectTerm(
+		item("sub", ast.StringTerm(in.Principal.Sub)),
+		item("scopes", scopes),
+	)))
+	return ast.NewObject(items...)
+}
+
+func item(k string, v *ast.Term) [2]*ast.Term { return ast.Item(ast.StringTerm(k), v) }
+
+func stringsTerm(ss []string) *ast.Term {
+	ts := make([]*ast.Term, len(ss))
+	for i, s := range ss {
+		ts[i] = ast.StringTerm(s)
+	}
+	return ast.ArrayTerm(ts...)
+}
+
+func limitsTerm(l Limits) *ast.Term {
+	items := make([][2]*ast.Term, 0, 4)
+	if l.Timeout != 0 {
+		items = append(items, item("timeout_seconds", ast.FloatNumberTerm(l.Timeout)))
+	}
+	if l.Memory != 0 {
+		items = append(items, item("memory_bytes", ast.NumberTerm(json.Number(fmt.Sprint(l.Memory)))))
+	}
+	if l.CPUs != 0 {
+		items = append(items, item("cpus", ast.FloatNumberTerm(l.CPUs)))
+	}
+	if l.Pids != 0 {
+		items = append(items, item("pids", ast.NumberTerm(json.Number(fmt.Sprint(l.Pids)))))
+	}
+	return ast.ObjectTerm(items...)
+}
+
+// factsTerm mirrors the JSON encoding of analyze.Facts (nil lists as null,
+// omitempty fields left out).
+func factsTerm(f analyze.Facts) *ast.Term {
+	var imports, dynamic, calls *ast.Term
+	if f.Imports == nil {
+		imports = ast.NullTerm()
+	} else {
+		ts := make([]*ast.Term, len(f.Imports))
+		for i, imp := range f.Imports {
+			items := make([][2]*ast.Term, 0, 8)
+			items = append(items,
+				item("module", ast.StringTerm(imp.Module)),
+				item("level", ast.IntNumberTerm(imp.Level)),
+				item("from", ast.BooleanTerm(imp.From)),
+			)
+			if len(imp.Names) > 0 {
+				ns := make([]*ast.Term, len(imp.Names))
+				for j, n := range imp.Names {
+					if n.AsName != "" {
+						ns[j] = ast.ObjectTerm(item("name", ast.StringTerm(n.Name)), item("asname", ast.StringTerm(n.AsName)))
+					} else {
+						ns[j] = ast.ObjectTerm(item("name", ast.StringTerm(n.Name)))
+					}
+				}
+				items = append(items, item("names", ast.ArrayTerm(ns...)))
+			}
+			if imp.Alias != "" {
+				items = append(items, item("alias", ast.StringTerm(imp.Alias)))
+			}
+			items = append(items,
+				item("line", ast.IntNumberTerm(imp.Line)),
+				item("col", ast.IntNumberTerm(imp.Col)),
+				item("conditional", ast.BooleanTerm(imp.Conditional)),
+			)
+			ts[i] = ast.ObjectTerm(items...)
+		}
+		imports = ast.ArrayTerm(ts...)
+	}
+	if f.Dynamic == nil {
+		dynamic = ast.NullTerm()
+	} else {
+		ts := make([]*ast.Term, len(f.Dynamic))
+		for i, d := range f.Dynamic {
+			items := make([][2]*ast.Term, 0, 6)
+			items = append(items, item("kind", ast.StringTerm(d.Kind)))
+			if d.Name != "" {
+				items = append(items, item("name", ast.StringTerm(d.Name)))
+			}
+			if d.Arg != nil {
+				items = append(items, item("arg", ast.StringTerm(*d.Arg)))
+			}
+			items = append(items,
+				item("constant", ast.BooleanTerm(d.Constant)),
+				item("line", ast.IntNumberTerm(d.Line)),
+				item("col", ast.IntNumberTerm(d.Col)),
+			)
+			ts[i] = ast.ObjectTerm(items...)
+		}
+		dynamic = ast.ArrayTerm(ts...)
+	}
+	if f.Calls == nil {
+		calls = ast.NullTerm()
+	} else {
+		ts := make([]*ast.Term, len(f.Calls))
+		for i, c := range f.Calls {
+			ts[i] = ast.ObjectTerm(
+				item("name", ast.StringTerm(c.Name)),
+				item("line", ast.IntNumberTerm(c.Line)),
+				item("col", ast.IntNumberTerm(c.Col)),
+			)
+		}
+		calls = ast.ArrayTerm(ts...)
+	}
+	return ast.ObjectTerm(item("imports", imports), item("dynamic", dynamic), item("calls", calls))
+}
+
+// decodeDecision reads data.pydocker.decision as evaluated (JSON-like Go
+// values). A malformed entry from an operator rule still denies: it
+// becomes a violation of rule "policy.malformed".
+func decodeDecision(v any) (Decision, error) {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return Decision{}, fmt.Errorf("data.pydocker.decision is %T, want an object", v)
+	}
+	var d Decision
+	allow, _ := obj["allow"].(bool)
+	d.Violations = violations(obj["violations"])
+	d.Warnings = violations(obj["warnings"])
+	d.Allow = allow && len(d.Violations) == 0
+	if l, ok := obj["limits"].(map[string]any); ok {
+		d.Limits.Timeout = number(l["timeout_seconds"])
+		d.Limits.Memory = int64(number(l["memory_bytes"]))
+		d.Limits.CPUs = number(l["cpus"])
+		d.Limits.Pids = int64(number(l["pids"]))
+	}
+	mods, _ := obj["modules"].(map[string]any)
+	d.Modules.Allowed = stringList(mods["allowed"])
+	d.Modules.Blocked = stringList(mods["blocked"])
+	calls, _ := obj["calls"].(map[string]any)
+	d.Calls.Blocked = stringList(calls["blocked"])
+	return d, nil
+}
+
+func violations(v any) []Violation {
+	list, _ := v.([]any)
+	out := make([]Violation, 0, len(list))
+	for _, e := range list {
+		o, ok := e.(map[string]any)
+		rule, rok := o["rule"].(string)
+		msg, mok := o["msg"].(string)
+		if !ok || !rok || !mok {
+			out = append(out, Violation{Rule: "policy.malformed", Msg: fmt.Sprintf("a rule produced %v, want {\"rule\": string, \"msg\": string, \"line\": number, \"col\": number}", e)})
+			continue
+		}
+		out = append(out, Violation{Rule: rule, Msg: msg, Line: int(number(o["line"])), Col: int(number(o["col"]))})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		if a.Col != b.Col {
+			return a.Col < b.Col
+		}
+		if a.Rule != b.Rule {
+			return a.Rule < b.Rule
+		}
+		return a.Msg < b.Msg
+	})
+	return out
+}
+
+func number(v any) float64 {
+	switch n := v.(type) {
+	case json.Number:
+		f, _ := n.Float64()
+		return f
+	case float64:
+		return n
+	case int:
+		return float64(n)
+	case int64:
+		return float64(n)
+	}
+	return 0
+}
+
+func stringList(v any) []string {
+	list, _ := v.([]any)
+	out := make([]string, 0, len(list))
+	for _, e := range list {
+		if s, ok := e.(string); ok {
+			out = append(out, s)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

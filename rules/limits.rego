@@ -1,0 +1,61 @@
+# METADATA
+# title: Resource limits
+# description: |
+#   A request may tighten the operator's limits, never raise them: a
+#   requested limit above the configured maximum is denied, naming the
+#   maximum. `effective` is what the sandbox gets: the requested value when
+#   one was given (> 0), else the configured maximum.
+#   data.pydocker.config.limits maps each key of limits_requested
+#   (timeout_seconds, memory_bytes, cpus, pids) to {max, key, text}: the
+#   maximum, the config key it comes from and the maximum as written there.
+package pydocker.rules.limits
+
+import data.pydocker.lib
+
+deny contains v if {
+	some name, asked in input.limits_requested
+	l := data.pydocker.config.limits[name]
+	asked > l.max
+	v := lib.violation(
+		"limits.max",
+		sprintf("requested %s %v is above the maximum %s (%s); ask for at most %v", [name, asked, l.text, l.key, l.max]),
+		{},
+	)
+}
+
+deny contains v if {
+	some name, asked in input.limits_requested
+	asked < 0
+	v := lib.violation("limits.invalid", sprintf("requested %s %v is negative", [name, asked]), {})
+}
+
+deny contains v if {
+	some name, _ in input.limits_requested
+	not data.pydocker.config.limits[name]
+	v := lib.violation("limits.unknown", sprintf("limits_requested.%s is not a limit: want timeout_seconds, memory_bytes, cpus or pids", [name]), {})
+}
+
+deny contains v if {
+	max := data.pydocker.config.max_code_bytes
+	max > 0
+	input.code.bytes > max
+	v := lib.violation(
+		"limits.code_size",
+		sprintf("code is %d bytes; the maximum is %d (limits.max_code_bytes)", [input.code.bytes, max]),
+		{},
+	)
+}
+
+effective[name] := value if {
+	some name, l in data.pydocker.config.limits
+	value := bounded(object.get(input, ["limits_requested", name], 0), l.max)
+}
+
+bounded(asked, max) := asked if {
+	asked > 0
+	asked <= max
+}
+
+bounded(asked, max) := max if asked <= 0
+
+bounded(asked, max) := max if asked > max

@@ -1,0 +1,93 @@
+# METADATA
+# title: Package installs
+# description: |
+#   install-package requests are judged by name (PEP 503 normalised),
+#   version and index. data.pydocker.config.package holds:
+#   allowed (normalised name -> {"requirement", "specifier"}; an allowlist
+#   when non-empty, the specifier constrains the version), blocked
+#   (normalised name -> true), require_pinned, allowed_indexes
+#   (URL without trailing slash -> true; the configured index_url is always
+#   in it) and max_per_session (0 = no cap).
+package pydocker.rules.packages
+
+import data.pydocker.lib
+
+pkg := input.package
+
+name := lib.normalize_package(pkg.name)
+
+spec := object.get(pkg, "specifier", "")
+
+cfg := data.pydocker.config.package
+
+# The requirement as requested, for messages.
+requested := sprintf("%s%s", [pkg.name, spec])
+
+deny contains v if {
+	input.package
+	not lib.valid_package(pkg.name)
+	v := lib.violation("packages.name", sprintf("%q is not a valid package name (PEP 508: letters, digits, ., - and _)", [pkg.name]), {})
+}
+
+deny contains v if {
+	input.package
+	not lib.valid_specifier(spec)
+	v := lib.violation("packages.specifier", sprintf("%q is not a valid version specifier (PEP 440, e.g. ==1.26.4 or >=1.26,<2)", [spec]), {})
+}
+
+deny contains v if {
+	input.package
+	cfg.blocked[name]
+	v := lib.violation("packages.blocked", sprintf("package %s is blocked (package.blocked lists %q)", [pkg.name, name]), {})
+}
+
+deny contains v if {
+	input.package
+	count(cfg.allowed) > 0
+	not cfg.blocked[name]
+	not cfg.allowed[name]
+	v := lib.violation("packages.not_allowed", sprintf("package %s is not in package.allowed", [pkg.name]), {})
+}
+
+# An allowed entry with a version constraint needs an exact version that
+# meets it: an open range would let the installer pick one that does not.
+deny contains v if {
+	input.package
+	entry := cfg.allowed[name]
+	entry.specifier != ""
+	lib.valid_specifier(spec)
+	not lib.pinned_version(spec)
+	v := lib.violation("packages.version", sprintf("package %s is allowed only as %s (package.allowed): request an exact version that meets it, e.g. %s==VERSION", [pkg.name, entry.requirement, pkg.name]), {})
+}
+
+deny contains v if {
+	input.package
+	entry := cfg.allowed[name]
+	version := lib.pinned_version(spec)
+	not lib.satisfies_all(version, entry.specifier)
+	v := lib.violation("packages.version", sprintf("%s does not meet %s (package.allowed)", [requested, entry.requirement]), {})
+}
+
+deny contains v if {
+	input.package
+	cfg.require_pinned
+	lib.valid_specifier(spec)
+	not lib.pinned_version(spec)
+	v := lib.violation("packages.unpinned", sprintf("%s is not pinned and package.require_pinned is set: request an exact version, e.g. %s==VERSION", [requested, pkg.name]), {})
+}
+
+deny contains v if {
+	input.package
+	index := object.get(pkg, "index", "")
+	index != ""
+	not cfg.allowed_indexes[trim_right(index, "/")]
+	v := lib.violation("packages.index", sprintf("index %s is not in package.allowed_indexes", [index]), {})
+}
+
+deny contains v if {
+	input.package
+	max := cfg.max_per_session
+	max > 0
+	input.session.packages >= max
+	v := lib.violation("packages.max_per_session", sprintf("session %s already has %d installs, the maximum (package.max_per_session is %d)", [input.session.id, input.session.packages, max]), {})
+}

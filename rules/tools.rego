@@ -1,0 +1,33 @@
+# METADATA
+# title: Tools
+# description: |
+#   Only the server's tools are decided, and each with the part of the
+#   input it needs: code for the execute tools, a package for
+#   install-package.
+package pydocker.rules.tools
+
+import data.pydocker.lib
+
+known := {
+	"execute-transient", "execute-persistent", "install-package", "cleanup-session",
+	"list-sessions", "read-file", "write-file", "list-files",
+}
+
+code_tools := {"execute-transient", "execute-persistent"}
+
+deny contains v if {
+	not known[input.tool]
+	v := lib.violation("tools.unknown", sprintf("tool %v is not known to the policy", [object.get(input, "tool", null)]), {})
+}
+
+deny contains v if {
+	code_tools[input.tool]
+	not input.code
+	v := lib.violation("tools.code_missing", sprintf("%s needs the code's facts in input.code", [input.tool]), {})
+}
+
+deny contains v if {
+	input.tool == "install-package"
+	not input.package
+	v := lib.violation("tools.package_missing", "install-package needs input.package", {})
+}
