@@ -122,11 +122,12 @@ type Authenticator struct {
 	meta     []byte
 	maxBody  int64
 	log      *slog.Logger
-
-	// DevTokenPath is where dev mode wrote the development token ("" in other
-	// modes).
-	DevTokenPath string
+	devToken string
 }
+
+// DevTokenPath is the file holding the development token in mode dev ("" in
+// other modes). The token is sent as "Authorization: Bearer <file content>".
+func (a *Authenticator) DevTokenPath() string { return a.devToken }
 
 // Modes of config.Auth.Mode.
 const (
@@ -200,8 +201,8 @@ func New(ctx context.Context, cfg config.Auth, opts Options) (*Authenticator, er
 		}
 		algs = []string{"RS256"}
 		a.keyfunc = staticKey(dev.public)
-		a.DevTokenPath = dev.tokenPath
-		opts.Logger.Warn("dev authentication: development key pair and token generated; do not use in production",
+		a.devToken = dev.tokenPath
+		opts.Logger.Warn("dev authentication: tokens are verified with the development key pair; do not use in production",
 			"key", dev.keyPath, "token", dev.tokenPath, "expires", dev.expires.Format(time.RFC3339),
 			"usage", "Authorization: Bearer $(cat "+dev.tokenPath+")")
 	case ModeJWT:

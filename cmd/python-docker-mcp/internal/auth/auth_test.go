@@ -235,9 +235,9 @@ func TestMiddleware(t *testing.T) {
 			want:  reply{Status: 200, Sub: "alice", Scopes: allScopesStr, Body: toolCall("execute-transient")},
 		},
 		{
-			name:  "no token",
-			body:  toolCall("execute-transient"),
-			want:  reply{Status: 401, Challenge: `Bearer resource_metadata="` + testMetaURL + `", scope="` + allScopesStr + `"`},
+			name: "no token",
+			body: toolCall("execute-transient"),
+			want: reply{Status: 401, Challenge: `Bearer resource_metadata="` + testMetaURL + `", scope="` + allScopesStr + `"`},
 		},
 		{
 			name:  "expired",
@@ -596,14 +596,14 @@ func TestDevMode(t *testing.T) {
 			t.Errorf("%s: mode %04o, want 0600", f, got)
 		}
 	}
-	if a.DevTokenPath != filepath.Join(dir, DevTokenFile) {
-		t.Errorf("DevTokenPath = %q", a.DevTokenPath)
+	if a.DevTokenPath() != filepath.Join(dir, DevTokenFile) {
+		t.Errorf("DevTokenPath = %q", a.DevTokenPath())
 	}
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 3 {
 		t.Errorf("dir holds %d entries, want the 3 dev files (no temporaries)", len(entries))
 	}
-	tok, err := os.ReadFile(a.DevTokenPath)
+	tok, err := os.ReadFile(a.DevTokenPath())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -628,13 +628,13 @@ func TestDevMode(t *testing.T) {
 	key1, _ := os.ReadFile(filepath.Join(dir, DevKeyFile))
 	b := newAuth(t, cfg, Options{Dir: dir})
 	key2, _ := os.ReadFile(filepath.Join(dir, DevKeyFile))
-	tok2, _ := os.ReadFile(b.DevTokenPath)
+	tok2, _ := os.ReadFile(b.DevTokenPath())
 	if string(key1) != string(key2) || string(tok) != string(tok2) {
 		t.Error("second start replaced the key or the token, want both reused")
 	}
 	// A token with less than a day left is replaced.
 	c2 := newAuth(t, cfg, Options{Dir: dir, Now: func() time.Time { return time.Now().Add(DevTokenLifetime - time.Hour) }})
-	tok3, _ := os.ReadFile(c2.DevTokenPath)
+	tok3, _ := os.ReadFile(c2.DevTokenPath())
 	if string(tok3) == string(tok) {
 		t.Error("token near its expiry was kept, want a new one")
 	}
