@@ -1,0 +1,31 @@
+package executor
+
+import "errors"
+
+// Errors callers branch on. All are wrapped with detail (which session,
+// which limit and its maximum, what to do); test with errors.Is.
+var (
+	// ErrUnknownSession: no such session for this owner. Another owner's
+	// session is reported the same way, so existence never leaks.
+	ErrUnknownSession = errors.New("unknown session")
+	// ErrExpiredSession: the session existed for this owner and was removed
+	// after its idle TTL or max lifetime.
+	ErrExpiredSession = errors.New("session expired")
+	// ErrTooManySessions: sessions.max_per_owner or sessions.max_total reached.
+	ErrTooManySessions = errors.New("too many sessions")
+	// ErrLimitExceeded: a request asked for more than the operator allows
+	// (a limit, the code size, the state size) or for a negative limit.
+	ErrLimitExceeded = errors.New("limit exceeded")
+	// ErrInvalidRequest: malformed input such as state that is not a JSON
+	// object.
+	ErrInvalidRequest = errors.New("invalid request")
+	// ErrInvalidPath: a file path outside the working directory, with "..",
+	// or through a symlink that leaves it.
+	ErrInvalidPath = errors.New("invalid path")
+	// ErrDockerUnavailable: the Docker daemon cannot be reached.
+	ErrDockerUnavailable = errors.New("docker unavailable")
+	// ErrImageMissing: the sandbox image does not exist.
+	ErrImageMissing = errors.New("sandbox image missing")
+	// ErrClosed: the executor was closed.
+	ErrClosed = errors.New("executor closed")
+)

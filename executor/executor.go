@@ -1,0 +1,412 @@
+// Package executor runs approved Python code in hardened, single-purpose
+// Docker containers. Each container runs the embedded runner (package
+// executor/runner), which speaks length-prefixed JSON frames over the
+// container's attached stdin/stdout.
+//
+// Transient runs get a fresh container that is removed when the call
+// returns, whatever the outcome. Persistent sessions keep one container and
+// one interpreter per session until Cleanup, their idle TTL, their max
+// lifetime or Close.
+//
+// An Executor is safe for concurrent use.
+package executor
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
+)
+
+var errNotExist = fs.ErrNotExist
+
+// maxImages caps the figures returned by one run; their total size is
+// capped by limits.max_image_bytes.
+const maxImages = 16
+
+// Request is one piece of approved code to run.
+type Request struct {
+	// Owner is the principal; sessions are visible only to their owner.
+	Owner string
+	// Code is the Python source, at most limits.max_code_bytes.
+	Code string
+	// State (transient only) is a JSON object whose members become globals
+	// before the code runs; nil means none. At most limits.max_state_bytes.
+	State json.RawMessage
+	// Imports are the gate's import facts for Code. The runner derives them
+	// again with CPython's ast and refuses to run (status "refused") when
+	// they differ; nil means the gate found no imports.
+	Imports []analyze.Import
+	// Modules are the module rules the runtime import guard enforces on
+	// imports made by user code. Empty lists fall back to the config's
+	// allowed_modules / blocked_modules; the config's blocked modules are
+	// always blocked.
+	Modules ModuleRules
+	// Limits requested for this call; zero fields mean the config's values.
+	Limits Limits
+}
+
+// ModuleRules are top-level module rules with prefix semantics: "os"
+// matches "os" and "os.path". A non-empty Allowed is an allowlist.
+type ModuleRules struct {
+	Allowed []string `json:"allowed"`
+	Blocked []string `json:"blocked"`
+}
+
+// Result is the outcome of one run. Status is one of:
+//
+//	ok       the code ran to the end
+//	error    the code raised (Error says what and where)
+//	timeout  the time limit was hit (persistent: see StateLost)
+//	oom      the memory limit was hit
+//	killed   the sandbox died or the run was interrupted
+//	refused  the runner's own checks refused the code before it ran
+type Result struct {
+	Status          string          `json:"status"`
+	Stdout          string          `json:"stdout"`
+	Stderr          string          `json:"stderr"`
+	StdoutTruncated bool            `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool            `json:"stderr_truncated,omitempty"`
+	Result          *string         `json:"result,omitempty"` // repr of a final expression's value, unless None
+	Error           *RunError       `json:"error,omitempty"`
+	State           json.RawMessage `json:"state,omitempty"` // transient: the JSON-serialisable user globals
+	DroppedState    []Dropped       `json:"dropped_state,omitempty"`
+	Images          []Image         `json:"images,omitempty"`
+	Files           []string        `json:"files,omitempty"` // workspace files the run created or changed, relative paths
+	DurationMS      float64         `json:"duration_ms"`
+	// StateLost says a persistent session's interpreter was restarted:
+	// every variable, import and function of earlier calls is gone.
+	StateLost bool   `json:"state_lost,omitempty"`
+	SessionID string `json:"session_id,omitempty"`
+}
+
+// RunError describes an exception of the user's code (or why the sandbox
+// stopped). Line is 1-based in the submitted code, 0 when unknown;
+// Traceback holds only user frames (and library frames they called).
+type RunError struct {
+	Type      string `json:"type"`
+	Message   string `json:"message"`
+	Line      int    `json:"line,omitempty"`
+	Traceback string `json:"traceback,omitempty"`
+}
+
+// Dropped is a global left out of the returned state because it does not
+// round-trip through JSON.
+type Dropped struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+// Image is one matplotlib figure left open by a run, rendered to PNG.
+type Image struct {
+	PNG    []byte `json:"png"`
+	Width  int    `json:"width"`
+	Height int    `json:"height"`
+}
+
+// Executor runs code in sandboxes. Create it with New; Close removes every
+// sandbox it started.
+type Executor struct {
+	cfg      config.Config
+	docker   dockerAPI
+	log      *slog.Logger
+	instance string
+	pid      int
+	host     string
+
+	mu       sync.Mutex
+	closed   bool
+	live     map[string]*sandbox
+	sessions map[string]*session
+	tombs    map[string]tomb
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+// liveInstances are the executors of this process that are not closed: the
+// reaper never touches their containers.
+var liveInstances sync.Map
+
+// New connects to Docker (DOCKER_HOST and friends, API version negotiated),
+// removes labelled containers that no live executor owns (crash leftovers),
+// and starts the session reaper. Docker unreachable is an error wrapping
+// ErrDockerUnavailable; a missing image is reported by the first run.
+func New(ctx context.Context, cfg config.Config) (*Executor, error) {
+	if cfg.Docker.Image == "" {
+		return nil, errors.New("docker.image is empty")
+	}
+	if uid, _, ok := numericUser(cfg.Docker.User); !ok || uid == "0" {
+		return nil, fmt.Errorf("docker.user %q must be a numeric non-root uid:gid such as 1000:1000", cfg.Docker.User)
+	}
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrDockerUnavailable, err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("%w at %s: %v (start Docker or set DOCKER_HOST)", ErrDockerUnavailable, cli.DaemonHost(), err)
+	}
+	return newExecutor(ctx, cfg, cli, slog.Default())
+}
+
+func newExecutor(ctx context.Context, cfg config.Config, docker dockerAPI, log *slog.Logger) (*Executor, error) {
+	host, _ := os.Hostname()
+	e := &Executor{
+		cfg:      cfg,
+		docker:   docker,
+		log:      log,
+		instance: randomHex(8),
+		pid:      os.Getpid(),
+		host:     host,
+		live:     map[string]*sandbox{},
+		sessions: map[string]*session{},
+		tombs:    map[string]tomb{},
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	if n, err := e.reapOrphans(ctx); err != nil {
+		docker.Close()
+		return nil, err
+	} else if n > 0 {
+		log.Info("removed leftover sandboxes", "count", n)
+	}
+	liveInstances.Store(e.instance, true)
+	go e.reaper()
+	return e, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic("crypto/rand: " + err.Error()) // never happens on Linux
+	}
+	return hex.EncodeToString(b)
+}
+
+// reapOrphans removes sandboxes left by executors that are gone: those of
+// this host whose process is dead (or is this process but whose executor
+// was closed or never recorded).
+func (e *Executor) reapOrphans(ctx context.Context) (int, error) {
+	list, err := e.docker.ContainerList(ctx, client.ContainerListOptions{
+		All:     true,
+		Filters: make(client.Filters).Add("label", LabelKind),
+	})
+	if err != nil {
+		return 0, e.dockerErr("list sandboxes", err)
+	}
+	n := 0
+	for _, c := range list.Items {
+		l := c.Labels
+		if _, ok := liveInstances.Load(l[LabelInstance]); ok {
+			continue
+		}
+		if h := l[LabelHost]; h != "" && h != e.host {
+			continue // another machine's server shares this daemon
+		}
+		if pid, err := strconv.Atoi(l[LabelPID]); err == nil && pid != e.pid && processAlive(pid) {
+			continue // another live server on this host
+		}
+		e.removeContainer(c.ID)
+		n++
+	}
+	return n, nil
+}
+
+func processAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+func (e *Executor) track(sb *sandbox) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	e.live[sb.id] = sb
+	return true
+}
+
+func (e *Executor) untrack(sb *sandbox) {
+	e.mu.Lock()
+	delete(e.live, sb.id)
+	e.mu.Unlock()
+}
+
+// Close removes every sandbox this executor started and ends every
+// session. Calls after Close fail with ErrClosed. Call it on SIGINT/SIGTERM.
+func (e *Executor) Close(ctx context.Context) error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	close(e.stop)
+	var all []*sandbox
+	for _, sb := range e.live {
+		all = append(all, sb)
+	}
+	e.sessions = map[string]*session{}
+	e.mu.Unlock()
+	<-e.done
+	var wg sync.WaitGroup
+	for _, sb := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.destroy(sb)
+		}()
+	}
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-ctx.Done():
+		return fmt.Errorf("close executor: %w", ctx.Err())
+	}
+	liveInstances.Delete(e.instance)
+	return e.docker.Close()
+}
+
+// prepare validates a request and resolves its limits.
+func (e *Executor) prepare(req Request, transient bool) (Limits, error) {
+	lim, err := resolveLimits(e.cfg.Docker, req.Limits)
+	if err != nil {
+		return Limits{}, err
+	}
+	if max := int64(e.cfg.Limits.MaxCodeBytes); max > 0 && int64(len(req.Code)) > max {
+		return Limits{}, fmt.Errorf("%w: code is %d bytes; the maximum is %d bytes (limits.max_code_bytes)", ErrLimitExceeded, len(req.Code), max)
+	}
+	if len(req.State) > 0 {
+		if !transient {
+			return Limits{}, fmt.Errorf("%w: state is only for transient runs; a persistent session keeps its own globals", ErrInvalidRequest)
+		}
+		if max := int64(e.cfg.Limits.MaxStateBytes); max > 0 && int64(len(req.State)) > max {
+			return Limits{}, fmt.Errorf("%w: state is %d bytes; the maximum is %d bytes (limits.max_state_bytes)", ErrLimitExceeded, len(req.State), max)
+		}
+		trimmed := bytes.TrimSpace(req.State)
+		if !bytes.Equal(trimmed, []byte("null")) && (len(trimmed) == 0 || trimmed[0] != '{' || !json.Valid(trimmed)) {
+			return Limits{}, fmt.Errorf("%w: state must be a JSON object of globals", ErrInvalidRequest)
+		}
+	}
+	return lim, nil
+}
+
+func (e *Executor) outputCap() int64 {
+	if v := int64(e.cfg.Limits.MaxOutputBytes); v > 0 {
+		return v
+	}
+	return 1 << 20
+}
+
+// modules merges a request's module rules with the config's.
+func (e *Executor) modules(m ModuleRules) ModuleRules {
+	out := ModuleRules{Allowed: m.Allowed, Blocked: append([]string{}, e.cfg.BlockedModules...)}
+	if len(out.Allowed) == 0 {
+		out.Allowed = e.cfg.AllowedModules
+	}
+	out.Blocked = append(out.Blocked, m.Blocked...)
+	if out.Allowed == nil {
+		out.Allowed = []string{}
+	}
+	return out
+}
+
+// Transient runs code in a fresh sandbox that is removed before the call
+// returns, on success, error, timeout, cancellation and kill alike. A
+// runtime failure of the code is a Result (see Status); an error means the
+// run could not happen (bad request, limits, Docker) or ctx ended.
+func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) {
+	lim, err := e.prepare(req, true)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := e.start(ctx, sandboxMeta{Kind: KindTransient, Owner: req.Owner}, lim)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("start sandbox: %w", ctx.Err())
+		}
+		return nil, err
+	}
+	defer e.destroy(sb)
+	return e.run(ctx, sb, req, lim, true)
+}
+
+// run sends one run request to a started sandbox.
+func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits, transient bool) (*Result, error) {
+	imports := req.Imports
+	if imports == nil {
+		imports = []analyze.Import{}
+	}
+	frame := map[string]any{
+		"op":        "run",
+		"code":      req.Code,
+		"transient": transient,
+		"imports":   imports,
+		"modules":   e.modules(req.Modules),
+		"limits": map[string]any{
+			"timeout_ms":       lim.Timeout.Milliseconds(),
+			"max_output_bytes": e.outputCap(),
+			"max_state_bytes":  int64(e.cfg.Limits.MaxStateBytes),
+			"max_image_bytes":  int64(e.cfg.Limits.MaxImageBytes),
+			"max_images":       maxImages,
+		},
+	}
+	if transient && len(req.State) > 0 {
+		frame["state"] = req.State
+	}
+	t0 := time.Now()
+	resp, fail, err := e.roundTrip(ctx, sb, frame, lim.Timeout+interruptGrace, !transient)
+	if err != nil {
+		return nil, fmt.Errorf("run cancelled: %w", err)
+	}
+	if fail != nil {
+		typ := map[string]string{"timeout": "Timeout", "oom": "OutOfMemory"}[fail.status]
+		if typ == "" {
+			typ = "SandboxKilled"
+		}
+		return &Result{
+			Status:     fail.status,
+			Error:      &RunError{Type: typ, Message: fail.reason},
+			DurationMS: float64(time.Since(t0).Microseconds()) / 1000,
+		}, nil
+	}
+	res := &Result{
+		Status:          resp.Status,
+		Stdout:          resp.Stdout,
+		Stderr:          resp.Stderr,
+		StdoutTruncated: resp.StdoutTruncated,
+		StderrTruncated: resp.StderrTruncated,
+		Result:          resp.Result,
+		Error:           resp.Error,
+		DroppedState:    resp.DroppedState,
+		Images:          resp.Images,
+		Files:           resp.Files,
+		DurationMS:      resp.DurationMS,
+	}
+	if transient && len(resp.State) > 0 && !bytes.Equal(resp.State, []byte("null")) {
+		res.State = resp.State
+	}
+	return res, nil
+}

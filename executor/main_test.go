@@ -1,0 +1,84 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
+)
+
+// TestMain fails the suite when a sandbox started by this test process is
+// still there after every test ran (and removes it).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if left := leftovers(); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: %d sandbox container(s) left after the suite: %v\n", len(left), left)
+		cli, err := client.New(client.FromEnv)
+		if err == nil {
+			for _, id := range left {
+				cli.ContainerRemove(context.Background(), id, client.ContainerRemoveOptions{Force: true})
+			}
+		}
+		code = 1
+	}
+	os.Exit(code)
+}
+
+func leftovers() []string {
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		return nil
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		return nil
+	}
+	list, err := cli.ContainerList(ctx, client.ContainerListOptions{
+		All:     true,
+		Filters: make(client.Filters).Add("label", LabelPID+"="+strconv.Itoa(os.Getpid())),
+	})
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, c := range list.Items {
+		ids = append(ids, c.ID[:12])
+	}
+	return ids
+}
+
+// newExec starts an executor on the real daemon with the default config,
+// changed by edit, and closes it when the test ends.
+func newExec(t testing.TB, edit func(*config.Config)) (*Executor, *client.Client) {
+	t.Helper()
+	cfg := config.Default()
+	cli := dockertest.RequireImage(t, cfg.Docker.Image)
+	if edit != nil {
+		edit(&cfg)
+	}
+	e, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := e.Close(context.Background()); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return e, cli
+}
+
+func tctx(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}

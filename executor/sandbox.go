@@ -1,0 +1,313 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+)
+
+// dockerAPI is the part of the Docker client the executor uses.
+type dockerAPI interface {
+	Ping(ctx context.Context, options client.PingOptions) (client.PingResult, error)
+	ContainerCreate(ctx context.Context, options client.ContainerCreateOptions) (client.ContainerCreateResult, error)
+	ContainerAttach(ctx context.Context, id string, options client.ContainerAttachOptions) (client.ContainerAttachResult, error)
+	ContainerStart(ctx context.Context, id string, options client.ContainerStartOptions) (client.ContainerStartResult, error)
+	ContainerKill(ctx context.Context, id string, options client.ContainerKillOptions) (client.ContainerKillResult, error)
+	ContainerRemove(ctx context.Context, id string, options client.ContainerRemoveOptions) (client.ContainerRemoveResult, error)
+	ContainerInspect(ctx context.Context, id string, options client.ContainerInspectOptions) (client.ContainerInspectResult, error)
+	ContainerList(ctx context.Context, options client.ContainerListOptions) (client.ContainerListResult, error)
+	ContainerWait(ctx context.Context, id string, options client.ContainerWaitOptions) client.ContainerWaitResult
+	Close() error
+}
+
+// startupTimeout bounds creating a sandbox up to the runner's ready frame.
+const startupTimeout = 60 * time.Second
+
+// sandbox is one running container with its runner attached. Its methods
+// are not safe for concurrent use: transient sandboxes have one caller and
+// persistent ones are serialized by their session.
+type sandbox struct {
+	id     string
+	meta   sandboxMeta
+	lim    Limits
+	conn   client.HijackedResponse
+	frames chan frameOrErr
+	stderr *tailBuffer
+	nextID uint64
+	dead   bool
+}
+
+type frameOrErr struct {
+	data []byte
+	err  error
+}
+
+// tailBuffer keeps the last max bytes written: the runner's diagnostics.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.buf))
+}
+
+// dockerErr turns a Docker client error into one that says what to do.
+func (e *Executor) dockerErr(op string, err error) error {
+	switch {
+	case client.IsErrConnectionFailed(err):
+		return fmt.Errorf("%s: %w: %v (start Docker or point DOCKER_HOST at a running daemon)", op, ErrDockerUnavailable, err)
+	case cerrdefs.IsNotFound(err) && op == "create sandbox":
+		return fmt.Errorf("%s: %w: %s (build it with `python-docker-mcp image build`)", op, ErrImageMissing, e.cfg.Docker.Image)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// start creates, attaches and starts a sandbox and waits for the runner's
+// ready frame. On failure nothing is left behind.
+func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (*sandbox, error) {
+	meta.Instance, meta.PID, meta.Host = e.instance, e.pid, e.host
+	if meta.Created.IsZero() {
+		meta.Created = time.Now()
+	}
+	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	defer cancel()
+	cfg, host := containerSpec(e.cfg.Docker, lim, meta)
+	created, err := e.docker.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host})
+	if err != nil {
+		return nil, e.dockerErr("create sandbox", err)
+	}
+	sb := &sandbox{id: created.ID, meta: meta, lim: lim, frames: make(chan frameOrErr, 1), stderr: &tailBuffer{max: 16 << 10}}
+	if !e.track(sb) {
+		e.removeContainer(sb.id)
+		return nil, ErrClosed
+	}
+	fail := func(op string, err error) (*sandbox, error) {
+		e.destroy(sb)
+		return nil, e.dockerErr(op, err)
+	}
+	att, err := e.docker.ContainerAttach(ctx, sb.id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	if err != nil {
+		return fail("attach sandbox", err)
+	}
+	sb.conn = att.HijackedResponse
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := stdcopy.StdCopy(pw, sb.stderr, sb.conn.Reader)
+		if err == nil {
+			err = io.EOF
+		}
+		pw.CloseWithError(err)
+	}()
+	go func() {
+		for {
+			data, err := readFrame(pr)
+			sb.frames <- frameOrErr{data, err}
+			if err != nil {
+				pr.CloseWithError(err)
+				close(sb.frames)
+				return
+			}
+		}
+	}()
+	if _, err := e.docker.ContainerStart(ctx, sb.id, client.ContainerStartOptions{}); err != nil {
+		return fail("start sandbox", err)
+	}
+	select {
+	case f, ok := <-sb.frames:
+		if !ok || f.err != nil {
+			return fail("start sandbox", fmt.Errorf("runner did not start: %v; runner stderr: %q", f.err, sb.stderr.String()))
+		}
+		var ready struct {
+			Op string `json:"op"`
+		}
+		if err := json.Unmarshal(f.data, &ready); err != nil || ready.Op != "ready" {
+			return fail("start sandbox", fmt.Errorf("unexpected first frame from runner: %.200q", f.data))
+		}
+	case <-ctx.Done():
+		return fail("start sandbox", fmt.Errorf("waiting for the runner: %w", ctx.Err()))
+	}
+	return sb, nil
+}
+
+// destroy kills and removes a sandbox's container. It uses its own context:
+// it runs after the caller's context may be gone.
+func (e *Executor) destroy(sb *sandbox) {
+	if sb == nil {
+		return
+	}
+	sb.dead = true
+	if sb.conn.Conn != nil {
+		sb.conn.Close()
+	}
+	e.removeContainer(sb.id)
+	e.untrack(sb)
+}
+
+func (e *Executor) removeContainer(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := e.docker.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		e.log.Warn("remove sandbox", "container", id, "err", err)
+	}
+}
+
+// runnerResponse is the runner's answer to one request.
+type runnerResponse struct {
+	ID              uint64          `json:"id"`
+	Status          string          `json:"status"`
+	Stdout          string          `json:"stdout"`
+	Stderr          string          `json:"stderr"`
+	StdoutTruncated bool            `json:"stdout_truncated"`
+	StderrTruncated bool            `json:"stderr_truncated"`
+	Result          *string         `json:"result"`
+	Error           *RunError       `json:"error"`
+	State           json.RawMessage `json:"state"`
+	DroppedState    []Dropped       `json:"dropped_state"`
+	Images          []Image         `json:"images"`
+	Files           []string        `json:"files"`
+	DurationMS      float64         `json:"duration_ms"`
+	Data            []byte          `json:"data"`
+	Entries         []struct {
+		Path    string `json:"path"`
+		Size    int64  `json:"size"`
+		Dir     bool   `json:"dir"`
+		MTimeNS int64  `json:"mtime_ns"`
+	} `json:"entries"`
+}
+
+// outcome of one round trip when the runner did not answer.
+type failure struct {
+	status string // timeout, oom, killed
+	reason string
+}
+
+// roundTrip sends one request and waits for its response, at most until
+// hard. If ctx ends first and interrupt is set, the runner is asked to
+// interrupt the code and given grace to answer. A nil response comes with
+// either a failure (the sandbox is then dead) or ctx's error.
+func (e *Executor) roundTrip(ctx context.Context, sb *sandbox, req map[string]any, hard time.Duration, interrupt bool) (*runnerResponse, *failure, error) {
+	sb.nextID++
+	id := sb.nextID
+	req["id"] = id
+	if err := writeFrame(sb.conn.Conn, req); err != nil {
+		return nil, e.diagnose(sb, "writing to the runner failed: "+err.Error()), nil
+	}
+	timer := time.NewTimer(hard)
+	defer timer.Stop()
+	done := ctx.Done()
+	var cancelErr error
+	for {
+		select {
+		case f, ok := <-sb.frames:
+			if !ok || f.err != nil {
+				if cancelErr != nil {
+					e.destroy(sb)
+					return nil, nil, cancelErr
+				}
+				return nil, e.diagnose(sb, "the runner stopped"), nil
+			}
+			var resp runnerResponse
+			if err := json.Unmarshal(f.data, &resp); err != nil {
+				e.destroy(sb)
+				return nil, &failure{status: "killed", reason: "undecodable runner response: " + err.Error()}, nil
+			}
+			if resp.ID != id {
+				continue // a late answer to an abandoned request
+			}
+			if cancelErr != nil {
+				return nil, nil, cancelErr
+			}
+			return &resp, nil, nil
+		case <-done:
+			cancelErr = ctx.Err()
+			done = nil
+			if !interrupt {
+				e.destroy(sb)
+				return nil, nil, cancelErr
+			}
+			_ = writeFrame(sb.conn.Conn, map[string]any{"op": "interrupt", "id": id})
+			timer.Reset(interruptGrace)
+		case <-timer.C:
+			if cancelErr != nil {
+				e.destroy(sb)
+				return nil, nil, cancelErr
+			}
+			e.destroy(sb)
+			return nil, &failure{status: "timeout", reason: fmt.Sprintf("the code ran past its time limit and did not stop within %s; the sandbox was killed", interruptGrace)}, nil
+		}
+	}
+}
+
+// interruptGrace is how long the runner gets to stop user code after its
+// own timer or a cancel fired, before the container is killed.
+const interruptGrace = 1500 * time.Millisecond
+
+// diagnose finds out why a runner stopped answering: the container's state
+// says whether the kernel's OOM killer struck. The sandbox is removed.
+func (e *Executor) diagnose(sb *sandbox, what string) *failure {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	f := &failure{status: "killed", reason: what}
+	wait := e.docker.ContainerWait(ctx, sb.id, client.ContainerWaitOptions{Condition: "not-running"})
+	select {
+	case <-wait.Result:
+	case <-wait.Error:
+	case <-time.After(3 * time.Second):
+	}
+	if ins, err := e.docker.ContainerInspect(ctx, sb.id, client.ContainerInspectOptions{}); err == nil && ins.Container.State != nil {
+		st := ins.Container.State
+		if st.OOMKilled {
+			f.status = "oom"
+			f.reason = fmt.Sprintf("the sandbox ran out of memory (limit %d bytes) and was killed", sb.lim.Memory)
+		} else if !st.Running {
+			f.reason = fmt.Sprintf("%s (exit code %d)", what, st.ExitCode)
+		}
+	}
+	if diag := sb.stderr.String(); diag != "" {
+		f.reason += "; runner stderr: " + diag
+	}
+	e.destroy(sb)
+	return f
+}
+
+// errorOf unwraps a runner error frame of a file operation.
+func errorOf(resp *runnerResponse) error {
+	if resp.Status == "ok" {
+		return nil
+	}
+	msg := "runner error"
+	if resp.Error != nil {
+		msg = resp.Error.Message
+		switch resp.Error.Type {
+		case "PathError":
+			return fmt.Errorf("%w: %s", ErrInvalidPath, msg)
+		case "FileNotFoundError":
+			return fmt.Errorf("%w: %s", errNotExist, msg)
+		}
+	}
+	return errors.New(msg)
+}

@@ -1,0 +1,418 @@
+package executor
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// session is one persistent sandbox. Calls are serialized by sem: a second
+// concurrent call waits (honouring its ctx) until the first returns.
+type session struct {
+	id      string
+	owner   string
+	created time.Time
+	lim     Limits // fixed at creation
+
+	sem chan struct{} // one token: held by the running call
+
+	// guarded by Executor.mu
+	lastUsed time.Time
+	calls    int  // calls waiting or running; the reaper skips busy sessions
+	running  bool // a call holds sem
+	closed   bool
+	sb       *sandbox // nil after a kill until the next call restarts it
+}
+
+// tomb remembers a session removed for expiry, so a later call gets
+// ErrExpiredSession instead of ErrUnknownSession.
+type tomb struct {
+	owner string
+	at    time.Time
+}
+
+const (
+	tombTTL  = 24 * time.Hour
+	maxTombs = 10000
+)
+
+// SessionInfo describes one persistent session. Expires is when the idle
+// TTL or the max lifetime ends it, whichever is first (a running call is
+// never cut short by the idle TTL).
+type SessionInfo struct {
+	ID       string    `json:"id"`
+	Owner    string    `json:"owner"`
+	Created  time.Time `json:"created"`
+	LastUsed time.Time `json:"last_used"`
+	Expires  time.Time `json:"expires"`
+	Busy     bool      `json:"busy"`
+}
+
+// FileInfo is one entry of ListFiles; Path is relative to the working dir.
+type FileInfo struct {
+	Path    string    `json:"path"`
+	Size    int64     `json:"size"`
+	Dir     bool      `json:"dir"`
+	ModTime time.Time `json:"mod_time"`
+}
+
+func (e *Executor) expiry(s *session) time.Time {
+	exp := time.Time{}
+	if ttl := e.cfg.Sessions.IdleTTL.D(); ttl > 0 {
+		exp = s.lastUsed.Add(ttl)
+	}
+	if life := e.cfg.Sessions.MaxLifetime.D(); life > 0 {
+		if end := s.created.Add(life); exp.IsZero() || end.Before(exp) {
+			exp = end
+		}
+	}
+	return exp
+}
+
+// Sessions lists owner's sessions, oldest first. Safe for concurrent use.
+func (e *Executor) Sessions(owner string) []SessionInfo {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []SessionInfo
+	for _, s := range e.sessions {
+		if s.owner != owner {
+			continue
+		}
+		out = append(out, SessionInfo{ID: s.id, Owner: s.owner, Created: s.created, LastUsed: s.lastUsed, Expires: e.expiry(s), Busy: s.calls > 0})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
+	return out
+}
+
+// newSession reserves a session slot, or fails with ErrTooManySessions.
+func (e *Executor) newSession(owner string, lim Limits) (*session, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, ErrClosed
+	}
+	mine := 0
+	for _, s := range e.sessions {
+		if s.owner == owner {
+			mine++
+		}
+	}
+	if max := e.cfg.Sessions.MaxPerOwner; max > 0 && mine >= max {
+		return nil, fmt.Errorf("%w: you have %d sessions, the maximum per owner (sessions.max_per_owner); clean one up first", ErrTooManySessions, mine)
+	}
+	if max := e.cfg.Sessions.MaxTotal; max > 0 && len(e.sessions) >= max {
+		return nil, fmt.Errorf("%w: the server holds %d sessions, its maximum (sessions.max_total); try again later", ErrTooManySessions, len(e.sessions))
+	}
+	now := time.Now()
+	s := &session{id: randomHex(16), owner: owner, created: now, lastUsed: now, lim: lim, sem: make(chan struct{}, 1), calls: 1}
+	e.sessions[s.id] = s
+	return s, nil
+}
+
+// acquire finds owner's session and takes its call token, waiting for a
+// running call to end. It fails with ErrUnknownSession (also for another
+// owner's session) or ErrExpiredSession.
+func (e *Executor) acquire(ctx context.Context, owner, id string) (*session, error) {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, ErrClosed
+	}
+	s, ok := e.sessions[id]
+	if ok && s.owner == owner && !s.closed && s.calls == 0 && e.expired(s, time.Now()) {
+		e.expire(s)
+		ok = false
+	}
+	if !ok || s.owner != owner || s.closed {
+		t, dead := e.tombs[id]
+		e.mu.Unlock()
+		if dead && t.owner == owner {
+			return nil, fmt.Errorf("%w: session %s ended at %s after its idle TTL or max lifetime; start a new session", ErrExpiredSession, id, t.at.UTC().Format(time.RFC3339))
+		}
+		return nil, fmt.Errorf("%w: %q (it never existed, was cleaned up, or belongs to someone else); omit the session id to start a new session", ErrUnknownSession, id)
+	}
+	s.calls++
+	e.mu.Unlock()
+	select {
+	case s.sem <- struct{}{}:
+	case <-ctx.Done():
+		e.release(s, false)
+		return nil, fmt.Errorf("waiting for session %s: %w", id, ctx.Err())
+	}
+	e.mu.Lock()
+	closed := s.closed
+	s.running = true
+	e.mu.Unlock()
+	if closed {
+		e.release(s, true)
+		return nil, fmt.Errorf("%w: %q was cleaned up while this call waited", ErrUnknownSession, id)
+	}
+	return s, nil
+}
+
+// release ends a call; held says whether it holds the token.
+func (e *Executor) release(s *session, held bool) {
+	e.mu.Lock()
+	s.calls--
+	s.lastUsed = time.Now()
+	if held {
+		s.running = false
+	}
+	e.mu.Unlock()
+	if held {
+		<-s.sem
+	}
+}
+
+func (e *Executor) expired(s *session, now time.Time) bool {
+	exp := e.expiry(s)
+	return !exp.IsZero() && now.After(exp)
+}
+
+// expire removes a session for expiry; e.mu is held. Its sandbox is
+// destroyed in the background.
+func (e *Executor) expire(s *session) {
+	delete(e.sessions, s.id)
+	s.closed = true
+	if len(e.tombs) >= maxTombs {
+		for id := range e.tombs {
+			delete(e.tombs, id)
+			if len(e.tombs) < maxTombs/2 {
+				break
+			}
+		}
+	}
+	e.tombs[s.id] = tomb{owner: s.owner, at: time.Now()}
+	if sb := s.sb; sb != nil {
+		s.sb = nil
+		go e.destroy(sb)
+	}
+}
+
+// Persistent runs code in a session's long-lived interpreter: variables,
+// imports and functions persist between calls. An empty sessionID starts a
+// new session (limited by sessions.max_per_owner and max_total); the
+// session id is returned either way, also in Result.SessionID.
+//
+// Calls into one session are serialized: a concurrent call waits for the
+// running one (honouring its ctx). The sandbox limits (memory, CPUs, pids)
+// are fixed when the session starts; a later call may change the timeout
+// but must not ask for tighter resource limits than the session has.
+//
+// On timeout the runner interrupts the code and the session keeps its
+// state; if the code does not stop within a grace period, or the sandbox
+// dies (oom, killed), the interpreter is restarted at the next call and the
+// Result says StateLost. When ctx ends mid-run the code is interrupted the
+// same way and ctx's error returned.
+func (e *Executor) Persistent(ctx context.Context, sessionID string, req Request) (*Result, string, error) {
+	lim, err := e.prepare(req, false)
+	if err != nil {
+		return nil, sessionID, err
+	}
+	var s *session
+	if sessionID == "" {
+		if s, err = e.newSession(req.Owner, lim); err != nil {
+			return nil, "", err
+		}
+		s.sem <- struct{}{}
+		e.mu.Lock()
+		s.running = true
+		e.mu.Unlock()
+	} else {
+		if s, err = e.acquire(ctx, req.Owner, sessionID); err != nil {
+			return nil, sessionID, err
+		}
+		if lim.Memory < s.lim.Memory || lim.CPUs < s.lim.CPUs || lim.Pids < s.lim.Pids {
+			e.release(s, true)
+			return nil, s.id, fmt.Errorf("%w: session %s runs with memory %d bytes, %g CPUs, %d pids, fixed when it started; a call cannot tighten them (start a new session)",
+				ErrLimitExceeded, s.id, s.lim.Memory, s.lim.CPUs, s.lim.Pids)
+		}
+		lim.Memory, lim.CPUs, lim.Pids = s.lim.Memory, s.lim.CPUs, s.lim.Pids
+	}
+	defer e.release(s, true)
+
+	if s.sb == nil {
+		sb, err := e.start(ctx, sandboxMeta{Kind: KindPersistent, Session: s.id, Owner: s.owner, Created: s.created}, s.lim)
+		if err != nil {
+			if sessionID == "" {
+				e.drop(s)
+			}
+			return nil, s.id, err
+		}
+		e.mu.Lock()
+		if s.closed {
+			e.mu.Unlock()
+			e.destroy(sb)
+			return nil, s.id, fmt.Errorf("%w: %q was cleaned up", ErrUnknownSession, s.id)
+		}
+		s.sb = sb
+		e.mu.Unlock()
+	}
+	sb := s.sb
+	res, err := e.run(ctx, sb, req, lim, false)
+	if sb.dead {
+		e.mu.Lock()
+		if s.sb == sb {
+			s.sb = nil
+		}
+		e.mu.Unlock()
+	}
+	if err != nil {
+		return nil, s.id, err
+	}
+	if sb.dead {
+		res.StateLost = true
+	}
+	res.SessionID = s.id
+	return res, s.id, nil
+}
+
+// drop forgets a session that never got a sandbox.
+func (e *Executor) drop(s *session) {
+	e.mu.Lock()
+	delete(e.sessions, s.id)
+	s.closed = true
+	e.mu.Unlock()
+}
+
+// Cleanup ends owner's session and removes its sandbox; a running call into
+// it ends with status "killed". Unknown, foreign and expired ids fail like
+// Persistent does.
+func (e *Executor) Cleanup(ctx context.Context, owner, sessionID string) error {
+	e.mu.Lock()
+	s, ok := e.sessions[sessionID]
+	if !ok || s.owner != owner || s.closed {
+		t, dead := e.tombs[sessionID]
+		e.mu.Unlock()
+		if dead && t.owner == owner {
+			return fmt.Errorf("%w: session %s already ended at %s", ErrExpiredSession, sessionID, t.at.UTC().Format(time.RFC3339))
+		}
+		return fmt.Errorf("%w: %q", ErrUnknownSession, sessionID)
+	}
+	delete(e.sessions, sessionID)
+	s.closed = true
+	sb := s.sb
+	s.sb = nil
+	e.mu.Unlock()
+	if sb != nil {
+		e.destroy(sb)
+	}
+	return nil
+}
+
+// reaper ends sessions past their idle TTL or max lifetime. Busy sessions
+// are left alone; they are judged when their call returns.
+func (e *Executor) reaper() {
+	defer close(e.done)
+	every := e.cfg.Sessions.IdleTTL.D() / 10
+	if life := e.cfg.Sessions.MaxLifetime.D() / 10; life > 0 && (every <= 0 || life < every) {
+		every = life
+	}
+	every = min(max(every, 50*time.Millisecond), 30*time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case now := <-t.C:
+			e.mu.Lock()
+			for _, s := range e.sessions {
+				if s.calls == 0 && e.expired(s, now) {
+					e.expire(s)
+				}
+			}
+			for id, tb := range e.tombs {
+				if now.Sub(tb.at) > tombTTL {
+					delete(e.tombs, id)
+				}
+			}
+			e.mu.Unlock()
+		}
+	}
+}
+
+// fileOp runs one file operation in owner's session, starting its sandbox
+// again if it was killed.
+func (e *Executor) fileOp(ctx context.Context, owner, sessionID string, frame map[string]any) (*runnerResponse, error) {
+	s, err := e.acquire(ctx, owner, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	defer e.release(s, true)
+	if s.sb == nil {
+		sb, err := e.start(ctx, sandboxMeta{Kind: KindPersistent, Session: s.id, Owner: s.owner, Created: s.created}, s.lim)
+		if err != nil {
+			return nil, err
+		}
+		e.mu.Lock()
+		s.sb = sb
+		e.mu.Unlock()
+	}
+	sb := s.sb
+	resp, fail, err := e.roundTrip(ctx, sb, frame, 30*time.Second, false)
+	if sb.dead {
+		e.mu.Lock()
+		if s.sb == sb {
+			s.sb = nil
+		}
+		e.mu.Unlock()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if fail != nil {
+		return nil, fmt.Errorf("session %s: %s", sessionID, fail.reason)
+	}
+	return resp, errorOf(resp)
+}
+
+func (e *Executor) readCap() int64  { return e.outputCap() }
+func (e *Executor) writeCap() int64 { return max(int64(e.cfg.Limits.MaxCodeBytes), 1<<20) }
+
+// ReadFile returns a file of a session's working directory. path is
+// relative to it (or absolute inside it); "..", paths outside and symlinks
+// leading out fail with ErrInvalidPath; a missing file with fs.ErrNotExist.
+// Files larger than limits.max_output_bytes are refused.
+func (e *Executor) ReadFile(ctx context.Context, owner, sessionID, path string) ([]byte, error) {
+	resp, err := e.fileOp(ctx, owner, sessionID, map[string]any{"op": "read", "path": path, "max_bytes": e.readCap()})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return resp.Data, nil
+}
+
+// WriteFile creates or replaces a file (and its parent directories) in a
+// session's working directory, with the path rules of ReadFile. data is at
+// most limits.max_code_bytes (at least 1 MiB); the workspace tmpfs size
+// (docker.workspace_size) caps the total.
+func (e *Executor) WriteFile(ctx context.Context, owner, sessionID, path string, data []byte) error {
+	if int64(len(data)) > e.writeCap() {
+		return fmt.Errorf("write %s: %w: %d bytes; the maximum is %d bytes", path, ErrLimitExceeded, len(data), e.writeCap())
+	}
+	_, err := e.fileOp(ctx, owner, sessionID, map[string]any{"op": "write", "path": path, "data": base64.StdEncoding.EncodeToString(data)})
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// ListFiles lists a directory of a session's working directory recursively
+// ("" or "." is the working directory itself), sorted by path, at most
+// 10000 entries. Symlinks are listed, not followed.
+func (e *Executor) ListFiles(ctx context.Context, owner, sessionID, path string) ([]FileInfo, error) {
+	if path == "" {
+		path = "."
+	}
+	resp, err := e.fileOp(ctx, owner, sessionID, map[string]any{"op": "list", "path": path})
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", path, err)
+	}
+	out := make([]FileInfo, 0, len(resp.Entries))
+	for _, en := range resp.Entries {
+		out = append(out, FileInfo{Path: en.Path, Size: en.Size, Dir: en.Dir, ModTime: time.Unix(0, en.MTimeNS)})
+	}
+	return out, nil
+}

@@ -1,0 +1,223 @@
+package executor
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+
+	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/runner"
+)
+
+// Labels every sandbox carries. Kind is "transient" or "persistent"; Session
+// is the session id of a persistent sandbox; Owner the principal; Created an
+// RFC 3339 time; Instance, PID and Host identify the executor that started
+// it, so a restarted server reaps only containers whose executor is gone.
+const (
+	LabelKind     = "python-docker-mcp.kind"
+	LabelSession  = "python-docker-mcp.session"
+	LabelOwner    = "python-docker-mcp.owner"
+	LabelCreated  = "python-docker-mcp.created"
+	LabelInstance = "python-docker-mcp.instance"
+	LabelPID      = "python-docker-mcp.pid"
+	LabelHost     = "python-docker-mcp.host"
+)
+
+// Sandbox kinds, the value of LabelKind.
+const (
+	KindTransient  = "transient"
+	KindPersistent = "persistent"
+)
+
+// nofile is the open-files ulimit (soft and hard) of every sandbox.
+const nofile = 1024
+
+// Limits are the resource limits of one run. A zero field means the
+// operator's value from config.Docker; a request may lower a limit, never
+// raise it past the config.
+type Limits struct {
+	// Timeout is the wall-clock limit of one call (config docker.timeout).
+	Timeout time.Duration
+	// Memory is the memory limit in bytes; memory+swap is set to the same
+	// value, so the sandbox never swaps (config docker.memory_limit).
+	Memory int64
+	// CPUs is the CPU quota in CPUs, fractions allowed (docker.cpu_limit).
+	CPUs float64
+	// Pids caps processes and threads (docker.pids_limit).
+	Pids int64
+}
+
+// resolveLimits fills zero fields of req from the config and refuses values
+// above it (or negative), naming the maximum and the config key. A config
+// value of zero means "no maximum".
+func resolveLimits(d config.Docker, req Limits) (Limits, error) {
+	out := Limits{Timeout: d.Timeout.D(), Memory: int64(d.MemoryLimit), CPUs: d.CPULimit, Pids: d.PidsLimit}
+	if req.Timeout < 0 || req.Memory < 0 || req.CPUs < 0 || req.Pids < 0 || math.IsNaN(req.CPUs) {
+		return Limits{}, fmt.Errorf("%w: limits must not be negative (got timeout %s, memory %d, cpus %g, pids %d)",
+			ErrLimitExceeded, req.Timeout, req.Memory, req.CPUs, req.Pids)
+	}
+	if req.Timeout > 0 {
+		if out.Timeout > 0 && req.Timeout > out.Timeout {
+			return Limits{}, fmt.Errorf("%w: timeout %s exceeds the maximum %s (docker.timeout)", ErrLimitExceeded, req.Timeout, out.Timeout)
+		}
+		out.Timeout = req.Timeout
+	}
+	if req.Memory > 0 {
+		if out.Memory > 0 && req.Memory > out.Memory {
+			return Limits{}, fmt.Errorf("%w: memory %d bytes exceeds the maximum %d bytes (docker.memory_limit)", ErrLimitExceeded, req.Memory, out.Memory)
+		}
+		if req.Memory < 6<<20 {
+			return Limits{}, fmt.Errorf("%w: memory %d bytes is below Docker's minimum of 6 MiB", ErrLimitExceeded, req.Memory)
+		}
+		out.Memory = req.Memory
+	}
+	if req.CPUs > 0 {
+		if out.CPUs > 0 && req.CPUs > out.CPUs {
+			return Limits{}, fmt.Errorf("%w: cpus %g exceeds the maximum %g (docker.cpu_limit)", ErrLimitExceeded, req.CPUs, out.CPUs)
+		}
+		out.CPUs = req.CPUs
+	}
+	if req.Pids > 0 {
+		if out.Pids > 0 && req.Pids > out.Pids {
+			return Limits{}, fmt.Errorf("%w: pids %d exceeds the maximum %d (docker.pids_limit)", ErrLimitExceeded, req.Pids, out.Pids)
+		}
+		out.Pids = req.Pids
+	}
+	if out.Timeout <= 0 {
+		out.Timeout = 30 * time.Second
+	}
+	return out, nil
+}
+
+// sandboxMeta is what the labels of one sandbox say about it.
+type sandboxMeta struct {
+	Kind     string
+	Session  string
+	Owner    string
+	Created  time.Time
+	Instance string
+	PID      int
+	Host     string
+}
+
+func (m sandboxMeta) labels() map[string]string {
+	l := map[string]string{
+		LabelKind:     m.Kind,
+		LabelOwner:    m.Owner,
+		LabelCreated:  m.Created.UTC().Format(time.RFC3339Nano),
+		LabelInstance: m.Instance,
+		LabelPID:      strconv.Itoa(m.PID),
+		LabelHost:     m.Host,
+	}
+	if m.Session != "" {
+		l[LabelSession] = m.Session
+	}
+	return l
+}
+
+// containerSpec is the whole hardening of a sandbox: a pure function from the
+// operator's Docker config, the run's resolved limits and the sandbox's
+// labels to the container's Config and HostConfig. Every field used is
+// honoured by Docker API 1.41.
+func containerSpec(d config.Docker, lim Limits, meta sandboxMeta) (*container.Config, *container.HostConfig) {
+	workdir := d.WorkingDir
+	if workdir == "" {
+		workdir = "/workspace"
+	}
+	cfg := &container.Config{
+		Image:        d.Image,
+		User:         d.User,
+		WorkingDir:   workdir,
+		Hostname:     "sandbox",
+		AttachStdin:  true,
+		AttachStdout: true,
+		AttachStderr: true,
+		OpenStdin:    true,
+		// The runner exits when the server's attach goes away, so a crashed
+		// server leaves stopped containers (reaped at the next start), not
+		// running interpreters.
+		StdinOnce:  true,
+		Entrypoint: []string{"python3", "-I", "-B", "-c", runner.Source},
+		Env: []string{
+			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+			"HOME=" + workdir,
+			"LANG=C.UTF-8",
+			"MPLBACKEND=Agg",
+			"MPLCONFIGDIR=/tmp/matplotlib",
+			"OPENBLAS_NUM_THREADS=1",
+			"OMP_NUM_THREADS=1",
+			"MKL_NUM_THREADS=1",
+			"NUMEXPR_NUM_THREADS=1",
+			"PYTHONDONTWRITEBYTECODE=1",
+			"PYTHONUNBUFFERED=1",
+		},
+		Labels:     meta.labels(),
+		StopSignal: "SIGKILL",
+	}
+	tmpOpts := []string{"rw", "noexec", "nosuid", "nodev"}
+	wsOpts := []string{"rw", "nosuid", "nodev"}
+	if d.TmpSize > 0 {
+		tmpOpts = append(tmpOpts, "size="+strconv.FormatInt(int64(d.TmpSize), 10))
+	}
+	if d.WorkspaceSize > 0 {
+		wsOpts = append(wsOpts, "size="+strconv.FormatInt(int64(d.WorkspaceSize), 10))
+	}
+	if uid, gid, ok := numericUser(d.User); ok {
+		wsOpts = append(wsOpts, "uid="+uid, "gid="+gid, "mode=0700")
+		tmpOpts = append(tmpOpts, "mode=1777")
+	}
+	init := true
+	host := &container.HostConfig{
+		NetworkMode:    "bridge",
+		ReadonlyRootfs: d.ReadOnly,
+		Tmpfs: map[string]string{
+			"/tmp":  strings.Join(tmpOpts, ","),
+			workdir: strings.Join(wsOpts, ","),
+		},
+		CapDrop:     []string{"ALL"},
+		SecurityOpt: []string{"no-new-privileges:true"},
+		LogConfig:   container.LogConfig{Type: "none"},
+		IpcMode:     "private",
+		Init:        &init,
+		Runtime:     d.Runtime,
+		ShmSize:     16 << 20,
+		Resources: container.Resources{
+			Ulimits: []*container.Ulimit{{Name: "nofile", Soft: nofile, Hard: nofile}},
+		},
+	}
+	if d.NetworkDisabled {
+		host.NetworkMode = "none"
+	}
+	if lim.Memory > 0 {
+		host.Memory = lim.Memory
+		host.MemorySwap = lim.Memory
+	}
+	if lim.CPUs > 0 {
+		host.NanoCPUs = int64(math.Round(lim.CPUs * 1e9))
+	}
+	if lim.Pids > 0 {
+		p := lim.Pids
+		host.PidsLimit = &p
+	}
+	return cfg, host
+}
+
+// numericUser splits a "uid:gid" of numbers; the tmpfs owner options need
+// numbers.
+func numericUser(u string) (uid, gid string, ok bool) {
+	a, b, found := strings.Cut(u, ":")
+	if !found {
+		b = a
+	}
+	if _, err := strconv.ParseUint(a, 10, 32); err != nil {
+		return "", "", false
+	}
+	if _, err := strconv.ParseUint(b, 10, 32); err != nil {
+		return "", "", false
+	}
+	return a, b, true
+}
