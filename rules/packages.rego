@@ -14,19 +14,22 @@ import data.pydocker.lib
 
 pkg := input.package
 
-name := lib.normalize_package(pkg.name)
+# A missing name is "": invalid, so the request is denied.
+pkg_name := object.get(pkg, "name", "")
+
+name := lib.normalize_package(pkg_name)
 
 spec := object.get(pkg, "specifier", "")
 
 cfg := data.pydocker.config.package
 
 # The requirement as requested, for messages.
-requested := sprintf("%s%s", [pkg.name, spec])
+requested := sprintf("%s%s", [pkg_name, spec])
 
 deny contains v if {
 	input.package
-	not lib.valid_package(pkg.name)
-	v := lib.violation("packages.name", sprintf("%q is not a valid package name (PEP 508: letters, digits, ., - and _)", [pkg.name]), {})
+	not lib.valid_package(pkg_name)
+	v := lib.violation("packages.name", sprintf("%q is not a valid package name (PEP 508: letters, digits, ., - and _)", [pkg_name]), {})
 }
 
 deny contains v if {
@@ -38,7 +41,7 @@ deny contains v if {
 deny contains v if {
 	input.package
 	cfg.blocked[name]
-	v := lib.violation("packages.blocked", sprintf("package %s is blocked (package.blocked lists %q)", [pkg.name, name]), {})
+	v := lib.violation("packages.blocked", sprintf("package %s is blocked (package.blocked lists %q)", [pkg_name, name]), {})
 }
 
 deny contains v if {
@@ -46,7 +49,7 @@ deny contains v if {
 	count(cfg.allowed) > 0
 	not cfg.blocked[name]
 	not cfg.allowed[name]
-	v := lib.violation("packages.not_allowed", sprintf("package %s is not in package.allowed", [pkg.name]), {})
+	v := lib.violation("packages.not_allowed", sprintf("package %s is not in package.allowed", [pkg_name]), {})
 }
 
 # An allowed entry with a version constraint needs an exact version that
@@ -57,7 +60,7 @@ deny contains v if {
 	entry.specifier != ""
 	lib.valid_specifier(spec)
 	not lib.pinned_version(spec)
-	v := lib.violation("packages.version", sprintf("package %s is allowed only as %s (package.allowed): request an exact version that meets it, e.g. %s==VERSION", [pkg.name, entry.requirement, pkg.name]), {})
+	v := lib.violation("packages.version", sprintf("package %s is allowed only as %s (package.allowed): request an exact version that meets it, e.g. %s==VERSION", [pkg_name, entry.requirement, pkg_name]), {})
 }
 
 deny contains v if {
@@ -73,7 +76,7 @@ deny contains v if {
 	cfg.require_pinned
 	lib.valid_specifier(spec)
 	not lib.pinned_version(spec)
-	v := lib.violation("packages.unpinned", sprintf("%s is not pinned and package.require_pinned is set: request an exact version, e.g. %s==VERSION", [requested, pkg.name]), {})
+	v := lib.violation("packages.unpinned", sprintf("%s is not pinned and package.require_pinned is set: request an exact version, e.g. %s==VERSION", [requested, pkg_name]), {})
 }
 
 deny contains v if {

@@ -15,9 +15,13 @@ known := {
 
 code_tools := {"execute-transient", "execute-persistent"}
 
+# tool is "" when input.tool is missing: a rule must not go undefined on
+# a missing field and so fail to deny.
+tool := object.get(input, "tool", "")
+
 deny contains v if {
-	not known[input.tool]
-	v := lib.violation("tools.unknown", sprintf("tool %v is not known to the policy", [object.get(input, "tool", null)]), {})
+	not known[tool]
+	v := lib.violation("tools.unknown", sprintf("tool %q is not known to the policy", [tool]), {})
 }
 
 deny contains v if {

@@ -1,0 +1,56 @@
+package pydocker.decision_test
+
+import data.pydocker
+
+conf := {
+	"profile": "standard",
+	"allowed_modules": {},
+	"blocked_modules": {"os": true},
+	"blocked_calls": {"os.system": true},
+	"limits": {
+		"timeout_seconds": {"max": 30, "key": "docker.timeout", "text": "30s"},
+		"memory_bytes": {"max": 536870912, "key": "docker.memory_limit", "text": "512m"},
+		"cpus": {"max": 1, "key": "docker.cpu_limit", "text": "1"},
+		"pids": {"max": 128, "key": "docker.pids_limit", "text": "128"},
+	},
+}
+
+code(imports, calls) := {
+	"tool": "execute-transient",
+	"code": {"facts": {"imports": imports, "dynamic": [], "calls": calls}, "bytes": 10, "lines": 1},
+	"limits_requested": {"cpus": 0.5},
+	"principal": {"sub": "alice", "scopes": []},
+}
+
+test_allow if {
+	d := pydocker.decision with input as code([{"module": "numpy", "level": 0, "from": false, "line": 1, "col": 0}], []) with data.pydocker.config as conf
+	d == {
+		"allow": true,
+		"violations": set(),
+		"warnings": set(),
+		"limits": {"timeout_seconds": 30, "memory_bytes": 536870912, "cpus": 0.5, "pids": 128},
+		"modules": {"allowed": set(), "blocked": {"os"}},
+		"calls": {"blocked": {"os.system"}},
+	}
+}
+
+test_deny_collects_every_rule_package if {
+	inp := code([{"module": "os", "level": 0, "from": false, "line": 1, "col": 0}], [{"name": "os.system", "line": 2, "col": 0}])
+	d := pydocker.decision with input as inp with data.pydocker.config as conf
+	not d.allow
+	{v.rule | some v in d.violations} == {"modules.blocked", "calls.blocked"}
+}
+
+test_without_config if {
+	d := pydocker.decision with input as {"tool": "list-sessions"} with data.pydocker.config as {}
+	d.allow
+	d.limits == {}
+	d.modules == {"allowed": set(), "blocked": set()}
+}
+
+test_warnings_do_not_deny if {
+	inp := json.patch(code([], []), [{"op": "add", "path": "/code/facts/dynamic", "value": [{"kind": "eval", "constant": false, "line": 3, "col": 1}]}])
+	d := pydocker.decision with input as inp with data.pydocker.config as conf
+	d.allow
+	d.warnings == {{"rule": "dynamic.exec", "msg": "eval() runs code that cannot be checked before the run", "line": 3, "col": 1}}
+}

@@ -1,0 +1,72 @@
+package pydocker.rules.dynamic_test
+
+import data.pydocker.rules.dynamic
+
+code(dynamic) := {"tool": "execute-transient", "code": {"facts": {"imports": [], "dynamic": dynamic, "calls": []}}}
+
+dyn(kind, line) := {"kind": kind, "constant": false, "line": line, "col": 0}
+
+const(kind, arg, line) := {"kind": kind, "arg": arg, "constant": true, "line": line, "col": 0}
+
+dunder(name, line) := {"kind": "dunder", "name": name, "constant": false, "line": line, "col": 0}
+
+risky := [
+	dyn("exec", 1),
+	dyn("eval", 2),
+	dyn("compile", 3),
+	dyn("__import__", 4),
+	dyn("importlib.import_module", 5),
+	dunder("__subclasses__", 6),
+	dunder("__globals__", 7),
+	dyn("getattr", 8),
+	const("getattr", "__builtins__", 9),
+	dyn("sys.modules", 10),
+	dyn("pickle.loads", 11),
+	dyn("marshal.loads", 12),
+	dyn("frobnicate", 13),
+]
+
+benign := [
+	const("__import__", "json", 21),
+	const("importlib.import_module", "os", 22),
+	dunder("__init__", 23),
+	dunder("__name__", 24),
+	const("getattr", "shape", 25),
+	const("setattr", "x", 26),
+]
+
+lines(set) := {v.line | some v in set}
+
+test_standard_warns_and_never_denies if {
+	inp := code(array.concat(risky, benign))
+	count(dynamic.deny) == 0 with input as inp with data.pydocker.config.profile as "standard"
+	lines(dynamic.warn) == {x | some x in numbers.range(1, 13)} with input as inp with data.pydocker.config.profile as "standard"
+}
+
+test_default_profile_is_standard if {
+	inp := code(risky)
+	count(dynamic.deny) == 0 with input as inp with data.pydocker.config as {}
+	count(dynamic.warn) == count(risky) with input as inp with data.pydocker.config as {}
+}
+
+test_strict_denies_risky_only if {
+	inp := code(array.concat(risky, benign))
+	lines(dynamic.deny) == {x | some x in numbers.range(1, 13)} with input as inp with data.pydocker.config.profile as "strict"
+	count(dynamic.warn) == 0 with input as inp with data.pydocker.config.profile as "strict"
+}
+
+test_rule_names if {
+	d := dynamic.deny with input as code(risky) with data.pydocker.config.profile as "strict"
+	{v.rule | some v in d} == {
+		"dynamic.exec", "dynamic.import", "dynamic.dunder", "dynamic.getattr",
+		"dynamic.sys_modules", "dynamic.deserialize", "dynamic.unknown",
+	}
+}
+
+test_messages if {
+	d := dynamic.deny with input as code([dunder("__subclasses__", 6), const("getattr", "__globals__", 9)]) with data.pydocker.config.profile as "strict"
+	d == {
+		{"rule": "dynamic.dunder", "msg": "attribute __subclasses__ reaches interpreter internals", "line": 6, "col": 0},
+		{"rule": "dynamic.dunder", "msg": `getattr(..., "__globals__") reaches interpreter internals`, "line": 9, "col": 0},
+	}
+}
