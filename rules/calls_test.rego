@@ -1,4 +1,4 @@
-package pydocker.rules.calls_test
+package pydocker.test.calls
 
 import data.pydocker.rules.calls
 

@@ -1,4 +1,4 @@
-package pydocker.decision_test
+package pydocker.test.decision
 
 import data.pydocker
 

@@ -1,4 +1,4 @@
-package pydocker.rules.dynamic_test
+package pydocker.test.dynamic
 
 import data.pydocker.rules.dynamic
 

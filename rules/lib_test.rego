@@ -1,4 +1,4 @@
-package pydocker.lib_test
+package pydocker.test.lib
 
 import data.pydocker.lib
 

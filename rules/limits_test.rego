@@ -1,4 +1,4 @@
-package pydocker.rules.limits_test
+package pydocker.test.limits
 
 import data.pydocker.rules.limits
 

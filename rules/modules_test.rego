@@ -1,4 +1,4 @@
-package pydocker.rules.modules_test
+package pydocker.test.modules
 
 import data.pydocker.rules.modules
 

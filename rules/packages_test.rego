@@ -1,4 +1,4 @@
-package pydocker.rules.packages_test
+package pydocker.test.packages
 
 import data.pydocker.rules.packages
 

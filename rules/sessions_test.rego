@@ -1,4 +1,4 @@
-package pydocker.rules.sessions_test
+package pydocker.test.sessions
 
 import data.pydocker.rules.sessions
 

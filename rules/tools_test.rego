@@ -1,4 +1,4 @@
-package pydocker.rules.tools_test
+package pydocker.test.tools
 
 import data.pydocker.rules.tools
 
