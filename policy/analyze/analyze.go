@@ -1,0 +1,573 @@
+package analyze
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/go-python/gpython/ast"
+	"github.com/go-python/gpython/parser"
+	"github.com/go-python/gpython/py"
+)
+
+// Source analyses Python 3.13 source: it runs the pre-checks, lowers the
+// code to Python 3.4, parses it with gpython and walks the tree (with an
+// explicit stack, so deep trees cannot exhaust the Go stack). Every
+// rejection is an *Error with CPython's line and column. Lists in Facts
+// are never nil and are sorted by position. Source is safe for concurrent
+// use.
+func Source(src []byte, opts Options) (f Facts, err error) {
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultMaxBytes
+	}
+	if opts.MaxDepth <= 0 {
+		opts.MaxDepth = DefaultMaxDepth
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			if e, ok := r.(*Error); ok {
+				f, err = Facts{}, e
+				return
+			}
+			f, err = Facts{}, &Error{Line: 1, Col: 0, Kind: "syntax", Msg: fmt.Sprintf("internal error: %v", r)}
+		}
+	}()
+	src, err = precheck(src, opts.MaxBytes)
+	if err != nil {
+		return Facts{}, err
+	}
+	toks, err := tokenize(src, opts.MaxDepth)
+	if err != nil {
+		return Facts{}, err
+	}
+	lw, err := lower(toks)
+	if err != nil {
+		return Facts{}, err
+	}
+	mod, err := parser.Parse(bytes.NewReader(lw.out), "<string>", py.ExecMode)
+	if err != nil {
+		return Facts{}, lw.syntaxError(err)
+	}
+	w := &walker{lw: lw, alias: map[string][]string{}}
+	w.walk(mod)
+	return w.facts(), nil
+}
+
+// syntaxError turns a gpython SyntaxError into an *Error at the original
+// position.
+func (lw *lowered) syntaxError(err error) *Error {
+	line, col := 1, 0
+	msg := "invalid syntax"
+	if e, ok := err.(*py.Exception); ok {
+		if v, ok := e.Dict["lineno"].(py.Int); ok {
+			line = int(v)
+		}
+		if v, ok := e.Dict["offset"].(py.Int); ok {
+			col = int(v)
+		}
+		if len(e.Args.(py.Tuple)) > 0 {
+			if s, ok := e.Args.(py.Tuple)[0].(py.String); ok && s != "" {
+				msg = string(s)
+			}
+		}
+	}
+	ol, oc := lw.origPos(line, col)
+	if msg == "unexpected EOF while parsing" {
+		msg = "invalid syntax (unexpected end of input)"
+	}
+	return &Error{Line: ol, Col: oc, Kind: "syntax", Msg: msg}
+}
+
+type item struct {
+	node   ast.Ast
+	cond   bool
+	callee bool // the Func of a Call
+}
+
+type walker struct {
+	lw    *lowered
+	alias map[string][]string
+	stack []item
+
+	imports []Import
+	calls   []*ast.Call
+	names   []item // Name and Attribute nodes, resolved after the walk
+}
+
+func (w *walker) push(n ast.Ast, cond bool) {
+	if n == nil {
+		return
+	}
+	w.stack = append(w.stack, item{node: n, cond: cond})
+}
+
+func (w *walker) exprs(es []ast.Expr, cond bool) {
+	for _, e := range es {
+		if e != nil {
+			w.push(e, cond)
+		}
+	}
+}
+
+func (w *walker) stmts(ss []ast.Stmt, cond bool) {
+	for i := len(ss) - 1; i >= 0; i-- {
+		w.push(ss[i], cond)
+	}
+}
+
+func (w *walker) args(a *ast.Arguments, cond bool) {
+	if a == nil {
+		return
+	}
+	for _, x := range a.Args {
+		if x != nil && x.Annotation != nil {
+			w.push(x.Annotation, cond)
+		}
+	}
+	for _, x := range a.Kwonlyargs {
+		if x != nil && x.Annotation != nil {
+			w.push(x.Annotation, cond)
+		}
+	}
+	if a.Vararg != nil && a.Vararg.Annotation != nil {
+		w.push(a.Vararg.Annotation, cond)
+	}
+	if a.Kwarg != nil && a.Kwarg.Annotation != nil {
+		w.push(a.Kwarg.Annotation, cond)
+	}
+	w.exprs(a.Defaults, cond)
+	w.exprs(a.KwDefaults, cond)
+}
+
+func (w *walker) comps(gs []ast.Comprehension, cond bool) {
+	for _, g := range gs {
+		w.push(g.Target, cond)
+		w.push(g.Iter, cond)
+		w.exprs(g.Ifs, cond)
+	}
+}
+
+func (w *walker) slice(s ast.Slicer, cond bool) {
+	// slices nest only through brackets, so this recursion is bounded by
+	// the lexer's depth cap
+	switch s := s.(type) {
+	case *ast.Slice:
+		w.push(s.Lower, cond)
+		w.push(s.Upper, cond)
+		w.push(s.Step, cond)
+	case *ast.ExtSlice:
+		for _, d := range s.Dims {
+			w.slice(d, cond)
+		}
+	case *ast.Index:
+		w.push(s.Value, cond)
+	}
+}
+
+// start is where CPython puts a call, attribute or subscript: at the
+// start of its innermost value (gpython leaves these positions unset).
+func (w *walker) start(e ast.Expr) (int, int) {
+	for {
+		switch x := e.(type) {
+		case *ast.Call:
+			e = x.Func
+			continue
+		case *ast.Attribute:
+			e = x.Value
+			continue
+		case *ast.Subscript:
+			e = x.Value
+			continue
+		}
+		break
+	}
+	return w.lw.origPos(e.GetLineno(), e.GetColOffset())
+}
+
+func (w *walker) pos(p ast.Pos) (int, int) {
+	return w.lw.origPos(p.Lineno, p.ColOffset)
+}
+
+func (w *walker) ident(s ast.Identifier) string {
+	v := string(s)
+	if strings.HasPrefix(v, placeholderPrefix) {
+		if i, err := strconv.Atoi(v[len(placeholderPrefix):]); err == nil && i < len(w.lw.names) {
+			return w.lw.names[i]
+		}
+	}
+	return v
+}
+
+func (w *walker) dotted(s ast.Identifier) string {
+	v := string(s)
+	if !strings.Contains(v, placeholderPrefix) {
+		return v
+	}
+	parts := strings.Split(v, ".")
+	for i, p := range parts {
+		parts[i] = w.ident(ast.Identifier(p))
+	}
+	return strings.Join(parts, ".")
+}
+
+func (w *walker) walk(mod ast.Mod) {
+	m, ok := mod.(*ast.Module)
+	if !ok {
+		return
+	}
+	w.stmts(m.Body, false)
+	for len(w.stack) > 0 {
+		it := w.stack[len(w.stack)-1]
+		w.stack = w.stack[:len(w.stack)-1]
+		c := it.cond
+		switch n := it.node.(type) {
+		case *ast.FunctionDef:
+			w.exprs(n.DecoratorList, c)
+			w.args(n.Args, c)
+			w.push(n.Returns, c)
+			w.stmts(n.Body, true)
+		case *ast.ClassDef:
+			w.exprs(n.DecoratorList, c)
+			w.exprs(n.Bases, c)
+			for _, k := range n.Keywords {
+				w.push(k.Value, c)
+			}
+			w.push(n.Starargs, c)
+			w.push(n.Kwargs, c)
+			w.stmts(n.Body, true)
+		case *ast.Return:
+			w.push(n.Value, c)
+		case *ast.Delete:
+			w.exprs(n.Targets, c)
+		case *ast.Assign:
+			w.exprs(n.Targets, c)
+			w.push(n.Value, c)
+		case *ast.AugAssign:
+			w.push(n.Target, c)
+			w.push(n.Value, c)
+		case *ast.For:
+			w.push(n.Target, c)
+			w.push(n.Iter, c)
+			w.stmts(n.Body, true)
+			w.stmts(n.Orelse, true)
+		case *ast.While:
+			w.push(n.Test, c)
+			w.stmts(n.Body, true)
+			w.stmts(n.Orelse, true)
+		case *ast.If:
+			w.push(n.Test, c)
+			w.stmts(n.Body, true)
+			w.stmts(n.Orelse, true)
+		case *ast.With:
+			for _, x := range n.Items {
+				w.push(x.ContextExpr, c)
+				w.push(x.OptionalVars, c)
+			}
+			w.stmts(n.Body, true)
+		case *ast.Raise:
+			w.push(n.Exc, c)
+			w.push(n.Cause, c)
+		case *ast.Try:
+			w.stmts(n.Body, true)
+			for _, h := range n.Handlers {
+				w.push(h.ExprType, c)
+				w.stmts(h.Body, true)
+			}
+			w.stmts(n.Orelse, true)
+			w.stmts(n.Finalbody, true)
+		case *ast.Assert:
+			w.push(n.Test, c)
+			w.push(n.Msg, c)
+		case *ast.Import:
+			line, col := w.pos(n.Pos)
+			for _, a := range n.Names {
+				name := w.dotted(a.Name)
+				imp := Import{Module: name, Line: line, Col: col, Conditional: c}
+				if a.AsName != "" {
+					imp.Alias = w.ident(a.AsName)
+					w.bind(imp.Alias, name)
+				} else {
+					root, _, _ := strings.Cut(name, ".")
+					w.bind(root, root)
+				}
+				w.imports = append(w.imports, imp)
+			}
+		case *ast.ImportFrom:
+			line, col := w.pos(n.Pos)
+			mod := w.dotted(n.Module)
+			imp := Import{Module: mod, Level: n.Level, From: true, Line: line, Col: col, Conditional: c}
+			base := strings.Repeat(".", n.Level) + mod
+			for _, a := range n.Names {
+				al := Alias{Name: w.ident(a.Name)}
+				if a.AsName != "" {
+					al.AsName = w.ident(a.AsName)
+				}
+				imp.Names = append(imp.Names, al)
+				if al.Name == "*" {
+					continue
+				}
+				bound := al.Name
+				if al.AsName != "" {
+					bound = al.AsName
+				}
+				full := al.Name
+				if mod != "" {
+					full = base + "." + al.Name
+				} else {
+					full = base + al.Name
+				}
+				w.bind(bound, full)
+			}
+			w.imports = append(w.imports, imp)
+		case *ast.ExprStmt:
+			w.push(n.Value, c)
+		case *ast.BoolOp:
+			w.exprs(n.Values, c)
+		case *ast.BinOp:
+			w.push(n.Left, c)
+			w.push(n.Right, c)
+		case *ast.UnaryOp:
+			w.push(n.Operand, c)
+		case *ast.Lambda:
+			w.args(n.Args, c)
+			w.push(n.Body, c)
+		case *ast.IfExp:
+			w.push(n.Test, c)
+			w.push(n.Body, c)
+			w.push(n.Orelse, c)
+		case *ast.Dict:
+			w.exprs(n.Keys, c)
+			w.exprs(n.Values, c)
+		case *ast.Set:
+			w.exprs(n.Elts, c)
+		case *ast.ListComp:
+			w.push(n.Elt, c)
+			w.comps(n.Generators, c)
+		case *ast.SetComp:
+			w.push(n.Elt, c)
+			w.comps(n.Generators, c)
+		case *ast.GeneratorExp:
+			w.push(n.Elt, c)
+			w.comps(n.Generators, c)
+		case *ast.DictComp:
+			w.push(n.Key, c)
+			w.push(n.Value, c)
+			w.comps(n.Generators, c)
+		case *ast.Yield:
+			w.push(n.Value, c)
+		case *ast.YieldFrom:
+			w.push(n.Value, c)
+		case *ast.Compare:
+			w.push(n.Left, c)
+			w.exprs(n.Comparators, c)
+		case *ast.Call:
+			w.calls = append(w.calls, n)
+			if n.Func != nil {
+				w.stack = append(w.stack, item{node: n.Func, cond: c, callee: true})
+			}
+			w.exprs(n.Args, c)
+			for _, k := range n.Keywords {
+				w.push(k.Value, c)
+			}
+			w.push(n.Starargs, c)
+			w.push(n.Kwargs, c)
+		case *ast.Attribute:
+			w.names = append(w.names, it)
+			w.push(n.Value, c)
+		case *ast.Subscript:
+			w.push(n.Value, c)
+			w.slice(n.Slice, c)
+		case *ast.Starred:
+			w.push(n.Value, c)
+		case *ast.Name:
+			w.names = append(w.names, it)
+		case *ast.List:
+			w.exprs(n.Elts, c)
+		case *ast.Tuple:
+			w.exprs(n.Elts, c)
+		}
+	}
+}
+
+func (w *walker) bind(name, target string) {
+	for _, t := range w.alias[name] {
+		if t == target {
+			return
+		}
+	}
+	w.alias[name] = append(w.alias[name], target)
+}
+
+// resolve gives the dotted names an expression may stand for: a name or an
+// attribute chain rooted at a name, its root replaced by every module or
+// module member an import binds to it. It returns nil for anything else.
+func (w *walker) resolve(e ast.Expr) []string {
+	var rest []string
+	for {
+		switch x := e.(type) {
+		case *ast.Attribute:
+			rest = append(rest, w.ident(x.Attr))
+			e = x.Value
+			continue
+		case *ast.Name:
+			root := w.ident(x.Id)
+			var tail strings.Builder
+			for i := len(rest) - 1; i >= 0; i-- {
+				tail.WriteByte('.')
+				tail.WriteString(rest[i])
+			}
+			targets := w.alias[root]
+			if len(targets) == 0 {
+				return []string{root + tail.String()}
+			}
+			out := make([]string, len(targets))
+			for i, t := range targets {
+				out[i] = t + tail.String()
+			}
+			return out
+		}
+		return nil
+	}
+}
+
+func isDunder(s string) bool {
+	return len(s) > 4 && strings.HasPrefix(s, "__") && strings.HasSuffix(s, "__")
+}
+
+// dynamicCallables are the callables reported as Dynamic when called or
+// merely referenced (passing them around hides the call).
+var dynamicCallables = map[string]bool{
+	"__import__": true, "exec": true, "eval": true, "compile": true,
+	"getattr": true, "setattr": true, "delattr": true,
+	"importlib.import_module": true, "importlib.__import__": true,
+	"pickle.loads": true, "pickle.load": true, "pickle.Unpickler": true,
+	"_pickle.loads": true, "_pickle.load": true, "_pickle.Unpickler": true,
+	"marshal.loads": true, "marshal.load": true,
+}
+
+// dynKind gives the Dynamic kind of a resolved name, or "".
+func dynKind(n string) string {
+	if b, ok := strings.CutPrefix(n, "builtins."); ok {
+		switch b {
+		case "__import__", "exec", "eval", "compile", "getattr", "setattr", "delattr":
+			return b
+		}
+	}
+	if dynamicCallables[n] {
+		return n
+	}
+	return ""
+}
+
+// constStr returns the value of e when it is a constant str literal.
+func (w *walker) constStr(e ast.Expr) (string, bool) {
+	s, ok := e.(*ast.Str)
+	if !ok {
+		return "", false
+	}
+	i, err := strconv.Atoi(string(s.S))
+	if err != nil || i < 0 || i >= len(w.lw.strs) {
+		return "", false
+	}
+	g := w.lw.strs[i]
+	if g.fstr {
+		return "", false
+	}
+	var b strings.Builder
+	for _, p := range g.parts {
+		v, ok := decodeString(p)
+		if !ok {
+			return "", false
+		}
+		b.WriteString(v)
+	}
+	return b.String(), true
+}
+
+func (w *walker) facts() Facts {
+	f := Facts{Imports: w.imports, Dynamic: []Dynamic{}, Calls: []Call{}}
+	if f.Imports == nil {
+		f.Imports = []Import{}
+	}
+	for _, c := range w.calls {
+		names := w.resolve(c.Func)
+		if len(names) == 0 {
+			continue
+		}
+		line, col := w.start(c)
+		for _, n := range names {
+			if n == decoName {
+				continue
+			}
+			f.Calls = append(f.Calls, Call{Name: n, Line: line, Col: col})
+			kind := dynKind(n)
+			if kind == "" {
+				continue
+			}
+			d := Dynamic{Kind: kind, Name: n, Line: line, Col: col}
+			argi := 0
+			switch kind {
+			case "getattr", "setattr", "delattr":
+				argi = 1
+			}
+			if argi < len(c.Args) {
+				if s, ok := w.constStr(c.Args[argi]); ok {
+					d.Arg, d.Constant = &s, true
+				}
+			}
+			if argi == 1 {
+				if d.Constant && !isDunder(*d.Arg) {
+					continue
+				}
+				if d.Constant {
+					d.Name = *d.Arg
+				}
+			}
+			f.Dynamic = append(f.Dynamic, d)
+		}
+	}
+	for _, it := range w.names {
+		line, col := w.start(it.node.(ast.Expr))
+		switch n := it.node.(type) {
+		case *ast.Attribute:
+			if a := w.ident(n.Attr); isDunder(a) {
+				f.Dynamic = append(f.Dynamic, Dynamic{Kind: "dunder", Name: a, Line: line, Col: col})
+			}
+		case *ast.Name:
+			switch id := w.ident(n.Id); id {
+			case "__builtins__", "__loader__", "__spec__":
+				f.Dynamic = append(f.Dynamic, Dynamic{Kind: "dunder", Name: id, Line: line, Col: col})
+			}
+			if n.Ctx != ast.Load {
+				continue
+			}
+		}
+		for _, r := range w.resolve(it.node.(ast.Expr)) {
+			if r == "sys.modules" {
+				f.Dynamic = append(f.Dynamic, Dynamic{Kind: "sys.modules", Name: r, Line: line, Col: col})
+				continue
+			}
+			if !it.callee {
+				if k := dynKind(r); k != "" {
+					f.Dynamic = append(f.Dynamic, Dynamic{Kind: k, Name: r, Line: line, Col: col})
+				}
+			}
+		}
+	}
+	sort.SliceStable(f.Imports, func(i, j int) bool {
+		return less(f.Imports[i].Line, f.Imports[i].Col, f.Imports[j].Line, f.Imports[j].Col)
+	})
+	sort.SliceStable(f.Dynamic, func(i, j int) bool {
+		return less(f.Dynamic[i].Line, f.Dynamic[i].Col, f.Dynamic[j].Line, f.Dynamic[j].Col)
+	})
+	sort.SliceStable(f.Calls, func(i, j int) bool {
+		return less(f.Calls[i].Line, f.Calls[i].Col, f.Calls[j].Line, f.Calls[j].Col)
+	})
+	return f
+}
+
+func less(l1, c1, l2, c2 int) bool {
+	return l1 < l2 || l1 == l2 && c1 < c2
+}

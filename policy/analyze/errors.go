@@ -1,0 +1,42 @@
+package analyze
+
+import "fmt"
+
+// Defaults for the zero values of Options.
+const (
+	// DefaultMaxBytes is the source size limit when Options.MaxBytes is 0.
+	DefaultMaxBytes = 1 << 20
+	// DefaultMaxDepth is the nesting limit when Options.MaxDepth is 0.
+	// CPython rejects 200 nested brackets and 100 indentation levels.
+	DefaultMaxDepth = 100
+)
+
+// Options bound the work Source does. Zero values mean the defaults.
+type Options struct {
+	// MaxBytes is the largest accepted source, in bytes (default 1 MiB).
+	MaxBytes int
+	// MaxDepth caps bracket nesting (f-string replacement fields count as
+	// brackets) and, separately, indentation levels (default 100).
+	MaxDepth int
+}
+
+// Error is every rejection of Source: a pre-check, the lowering or the
+// parse. Line is 1-based and Col 0-based, in UTF-8 bytes, like CPython's
+// SyntaxError.lineno and the ast's col_offset.
+type Error struct {
+	Line, Col int
+	// Kind is one of "encoding" (not strict UTF-8), "nul" (NUL byte),
+	// "coding" (a coding declaration other than utf-8/ascii), "cr" (a \r
+	// not followed by \n), "size" (over Options.MaxBytes), "depth" (nesting
+	// over Options.MaxDepth) or "syntax".
+	Kind string
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("line %d, col %d: %s", e.Line, e.Col, e.Msg)
+}
+
+func errAt(line, col int, kind, format string, args ...any) *Error {
+	return &Error{Line: line, Col: col, Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}
