@@ -1,0 +1,199 @@
+package executor
+
+import (
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
+)
+
+func TestTimeoutTransient(t *testing.T) {
+	e, cli := newExec(t, nil)
+	t0 := time.Now()
+	res := transient(t, e, Request{Code: "print('start')\nwhile True:\n    pass\n", Limits: Limits{Timeout: 2 * time.Second}})
+	took := time.Since(t0)
+	wantStatus(t, res, "timeout")
+	if took > 4*time.Second {
+		t.Errorf("infinite loop with a 2s timeout took %s, want within timeout + 2s", took)
+	}
+	if res.Stdout != "start\n" || res.Error == nil || res.Error.Line != 3 {
+		t.Errorf("timeout keeps the output and says where it stopped: stdout %q error %+v", res.Stdout, res.Error)
+	}
+	// Code that swallows the interrupt is killed after the grace period.
+	t0 = time.Now()
+	res = transient(t, e, Request{Code: "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass\n", Limits: Limits{Timeout: time.Second}})
+	took = time.Since(t0)
+	wantStatus(t, res, "timeout")
+	if took > 3*time.Second {
+		t.Errorf("uninterruptible loop with a 1s timeout took %s, want within timeout + 2s", took)
+	}
+	if n := ourContainers(t, cli, ""); n != 0 {
+		t.Errorf("%d containers left", n)
+	}
+}
+
+func TestTimeoutPersistent(t *testing.T) {
+	e, _ := newExec(t, nil)
+	_, id := persistent(t, e, "", Request{Owner: "o", Code: "x = 7"})
+	res, _ := persistent(t, e, id, Request{Owner: "o", Code: "while True:\n    pass", Limits: Limits{Timeout: time.Second}})
+	wantStatus(t, res, "timeout")
+	if res.StateLost {
+		t.Error("an interruptible loop should keep the session's state")
+	}
+	res, _ = persistent(t, e, id, Request{Owner: "o", Code: "x"})
+	if res.Result == nil || *res.Result != "7" {
+		t.Errorf("after an interrupted call x = %v, want 7", res.Result)
+	}
+	res, _ = persistent(t, e, id, Request{Owner: "o", Code: "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass\n", Limits: Limits{Timeout: time.Second}})
+	wantStatus(t, res, "timeout")
+	if !res.StateLost {
+		t.Error("an uninterruptible loop kills the interpreter: StateLost should be set")
+	}
+	res, _ = persistent(t, e, id, Request{Owner: "o", Code: "'x' in globals()"})
+	wantStatus(t, res, "ok")
+	if res.Result == nil || *res.Result != "False" {
+		t.Errorf("after a restart x should be gone; 'x' in globals() = %v", res.Result)
+	}
+}
+
+func TestOOM(t *testing.T) {
+	e, _ := newExec(t, nil)
+	res := transient(t, e, Request{Code: "b = bytearray(10 * 1024 ** 3)\nprint('survived')"})
+	wantStatus(t, res, "oom")
+	_, id := persistent(t, e, "", Request{Owner: "o", Code: "x = 1"})
+	res, _ = persistent(t, e, id, Request{Owner: "o", Code: "chunks = []\nwhile True:\n    chunks.append(bytearray(50 << 20))"})
+	wantStatus(t, res, "oom")
+	if !res.StateLost {
+		t.Error("OOM in a session should report StateLost")
+	}
+	res, _ = persistent(t, e, id, Request{Owner: "o", Code: "print('back')"})
+	wantStatus(t, res, "ok")
+}
+
+func TestForkBomb(t *testing.T) {
+	e, _ := newExec(t, nil)
+	bomb := "import os\nwhile True:\n    os.fork()\n"
+	res := transient(t, e, Request{Code: bomb, Imports: imports("os", 1), Limits: Limits{Timeout: 5 * time.Second}})
+	if res.Status != "error" && res.Status != "timeout" {
+		t.Fatalf("fork bomb status %q, want error (pids limit) or timeout; %+v", res.Status, res.Error)
+	}
+	t.Logf("fork bomb: status %s, error %s: %s", res.Status, res.Error.Type, res.Error.Message)
+	res = transient(t, e, Request{Code: "print('next')"})
+	wantStatus(t, res, "ok")
+
+	_, id := persistent(t, e, "", Request{Owner: "o", Code: "x = 1"})
+	res, _ = persistent(t, e, id, Request{Owner: "o", Code: bomb, Imports: imports("os", 1), Limits: Limits{Timeout: 5 * time.Second}})
+	t.Logf("fork bomb in a session: status %s state lost %v, error %+v", res.Status, res.StateLost, res.Error)
+	res, _ = persistent(t, e, id, Request{Owner: "o", Code: "print('next')"})
+	wantStatus(t, res, "ok")
+}
+
+func TestHugeOutput(t *testing.T) {
+	e, _ := newExec(t, nil)
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapInuse
+	go func() {
+		var ms runtime.MemStats
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peak.Load() {
+				peak.Store(ms.HeapInuse)
+			}
+		}
+	}()
+	code := "import sys\nprint('HEAD')\nchunk = 'x' * (1 << 20)\nfor _ in range(200):\n    sys.stdout.write(chunk)\nprint('TAIL')\n"
+	res := transient(t, e, Request{Code: code, Imports: imports("sys", 1)})
+	close(stop)
+	wantStatus(t, res, "ok")
+	if !res.StdoutTruncated || !strings.HasPrefix(res.Stdout, "HEAD\nxxx") || !strings.HasSuffix(res.Stdout, "xxxTAIL\n") || !strings.Contains(res.Stdout, "bytes dropped] ...") {
+		t.Errorf("200 MB of output: truncated %v, head %.20q, tail %.20q", res.StdoutTruncated, res.Stdout, res.Stdout[max(0, len(res.Stdout)-20):])
+	}
+	if len(res.Stdout) > 1<<20+100 {
+		t.Errorf("stdout is %d bytes, want at most max_output_bytes plus the marker", len(res.Stdout))
+	}
+	if grew := int64(peak.Load()) - int64(base); grew > 100<<20 {
+		t.Errorf("server heap grew by %d MB, want < 100 MB", grew>>20)
+	} else {
+		t.Logf("server heap grew by at most %.1f MB", float64(grew)/(1<<20))
+	}
+}
+
+func TestSandboxConfinement(t *testing.T) {
+	e, _ := newExec(t, nil)
+	code := `import os, socket
+def attempt(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return os.strerror(e.errno) if e.errno else type(e).__name__
+for p in ("/etc/pdm-test", "/usr/pdm-test", "/pdm-test"):
+    print(p, attempt(lambda: open(p, "w")))
+def fill():
+    with open("/tmp/fill", "wb") as f:
+        while True:
+            f.write(b"x" * (1 << 20))
+            f.flush()
+print("fill /tmp", attempt(fill), os.path.getsize("/tmp/fill") <= 64 << 20)
+def tcp():
+    s = socket.socket()
+    s.settimeout(3)
+    s.connect(("1.1.1.1", 53))
+print("tcp", attempt(tcp))
+try:
+    socket.getaddrinfo("example.com", 80)
+    print("dns ok")
+except socket.gaierror as e:
+    print("dns", type(e).__name__)
+print("docker.sock", os.path.exists("/var/run/docker.sock"), os.path.exists("/run/docker.sock"))
+print("uid", os.getuid(), os.getgid())
+status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
+print("CapEff", status["CapEff"].strip(), "NoNewPrivs", status["NoNewPrivs"].strip())
+root = [l.split() for l in open("/proc/self/mountinfo") if l.split()[4] == "/"][0]
+print("root mount", root[5].split(",")[0])
+`
+	res := transient(t, e, Request{Code: code, Imports: imports("os", 1, "socket", 1)})
+	wantStatus(t, res, "ok")
+	want := `/etc/pdm-test Read-only file system
+/usr/pdm-test Read-only file system
+/pdm-test Read-only file system
+fill /tmp No space left on device True
+tcp Network is unreachable
+dns gaierror
+docker.sock False False
+uid 1000 1000
+CapEff 0000000000000000 NoNewPrivs 1
+root mount ro
+`
+	if res.Stdout != want {
+		t.Errorf("confinement report:\n%s\nwant:\n%s", res.Stdout, want)
+	}
+}
+
+func TestTransientLeavesNoProcess(t *testing.T) {
+	e, _ := newExec(t, nil)
+	res := transient(t, e, Request{Code: "import subprocess\nsubprocess.Popen(['sleep', '1000'])\nopen('/tmp/mark', 'w').write('x')", Imports: imports("subprocess", 1)})
+	wantStatus(t, res, "ok")
+	code := `import os
+procs = [open(f"/proc/{p}/cmdline", "rb").read() for p in os.listdir("/proc") if p.isdigit()]
+print(any(b"sleep" in c for c in procs), os.path.exists("/tmp/mark"))`
+	res = transient(t, e, Request{Code: code, Imports: imports("os", 1)})
+	wantStatus(t, res, "ok")
+	if res.Stdout != "False False\n" {
+		t.Errorf("next transient call sees sleep process / /tmp mark: %q, want \"False False\"", res.Stdout)
+	}
+}
+
+var _ = analyze.Import{}

@@ -1,0 +1,194 @@
+package executor
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/moby/moby/api/types/container"
+
+	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/runner"
+)
+
+// hardening is the part of a container spec the sandbox's safety rests on.
+type hardening struct {
+	User           string
+	NetworkMode    string
+	ReadonlyRootfs bool
+	Tmpfs          map[string]string
+	CapDrop        []string
+	CapAdd         []string
+	SecurityOpt    []string
+	Privileged     bool
+	Binds          []string
+	Mounts         int
+	AutoRemove     bool
+	Memory         int64
+	MemorySwap     int64
+	NanoCPUs       int64
+	PidsLimit      int64
+	Ulimits        string
+	Runtime        string
+	Labels         map[string]string
+	EnvHasHost     bool
+}
+
+func hardeningOf(c *container.Config, h *container.HostConfig) hardening {
+	var ul []string
+	for _, u := range h.Ulimits {
+		ul = append(ul, u.String())
+	}
+	pids := int64(-1)
+	if h.PidsLimit != nil {
+		pids = *h.PidsLimit
+	}
+	envHasHost := false
+	for _, kv := range c.Env {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == "DOCKER_HOST" || k == "USER" || k == "SSH_AUTH_SOCK" {
+			envHasHost = true
+		}
+	}
+	return hardening{
+		User: c.User, NetworkMode: string(h.NetworkMode), ReadonlyRootfs: h.ReadonlyRootfs, Tmpfs: h.Tmpfs,
+		CapDrop: h.CapDrop, CapAdd: h.CapAdd, SecurityOpt: h.SecurityOpt, Privileged: h.Privileged,
+		Binds: h.Binds, Mounts: len(h.Mounts), AutoRemove: h.AutoRemove,
+		Memory: h.Memory, MemorySwap: h.MemorySwap, NanoCPUs: h.NanoCPUs, PidsLimit: pids,
+		Ulimits: strings.Join(ul, ","), Runtime: h.Runtime, Labels: c.Labels, EnvHasHost: envHasHost,
+	}
+}
+
+func TestContainerSpec(t *testing.T) {
+	created := time.Date(2026, 11, 22, 1, 2, 3, 0, time.UTC)
+	meta := sandboxMeta{Kind: KindPersistent, Session: "abc", Owner: "alice", Created: created, Instance: "i1", PID: 42, Host: "h"}
+	labels := map[string]string{
+		LabelKind: "persistent", LabelSession: "abc", LabelOwner: "alice", LabelCreated: "2026-11-22T01:02:03Z",
+		LabelInstance: "i1", LabelPID: "42", LabelHost: "h",
+	}
+	base := hardening{
+		User:           "1000:1000",
+		NetworkMode:    "none",
+		ReadonlyRootfs: true,
+		Tmpfs: map[string]string{
+			"/tmp":       "rw,noexec,nosuid,nodev,size=67108864,mode=1777",
+			"/workspace": "rw,nosuid,nodev,size=134217728,uid=1000,gid=1000,mode=0700",
+		},
+		CapDrop:     []string{"ALL"},
+		SecurityOpt: []string{"no-new-privileges:true"},
+		Memory:      512 << 20,
+		MemorySwap:  512 << 20,
+		NanoCPUs:    1e9,
+		PidsLimit:   128,
+		Ulimits:     "nofile=1024:1024",
+		Labels:      labels,
+	}
+	tests := []struct {
+		name string
+		edit func(*config.Docker)
+		lim  Limits
+		want func(*hardening)
+	}{
+		{name: "defaults", want: func(*hardening) {}},
+		{
+			name: "tightened limits",
+			lim:  Limits{Memory: 256 << 20, CPUs: 0.5, Pids: 32},
+			want: func(h *hardening) { h.Memory, h.MemorySwap, h.NanoCPUs, h.PidsLimit = 256<<20, 256<<20, 5e8, 32 },
+		},
+		{
+			name: "runsc runtime, other user and sizes",
+			edit: func(d *config.Docker) {
+				d.Runtime, d.User, d.TmpSize, d.WorkspaceSize, d.WorkingDir = "runsc", "2000:3000", 1<<20, 2<<20, "/work"
+			},
+			want: func(h *hardening) {
+				h.Runtime, h.User = "runsc", "2000:3000"
+				h.Tmpfs = map[string]string{
+					"/tmp":  "rw,noexec,nosuid,nodev,size=1048576,mode=1777",
+					"/work": "rw,nosuid,nodev,size=2097152,uid=2000,gid=3000,mode=0700",
+				}
+			},
+		},
+		{
+			name: "network enabled by the operator",
+			edit: func(d *config.Docker) { d.NetworkDisabled = false },
+			want: func(h *hardening) { h.NetworkMode = "bridge" },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := config.Default().Docker
+			if tt.edit != nil {
+				tt.edit(&d)
+			}
+			lim, err := resolveLimits(d, tt.lim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, h := containerSpec(d, lim, meta)
+			want := base
+			want.Tmpfs = map[string]string{}
+			for k, v := range base.Tmpfs {
+				want.Tmpfs[k] = v
+			}
+			tt.want(&want)
+			if diff := cmp.Diff(want, hardeningOf(c, h)); diff != "" {
+				t.Errorf("hardening (-want +got):\n%s", diff)
+			}
+			if got := c.Entrypoint; len(got) != 5 || got[0] != "python3" || got[4] != runner.Source {
+				t.Errorf("entrypoint = %.60q, want python3 -I -B -c <runner>", got)
+			}
+			if !c.OpenStdin || !c.StdinOnce || c.Tty {
+				t.Errorf("stdin: OpenStdin %v StdinOnce %v Tty %v, want true true false", c.OpenStdin, c.StdinOnce, c.Tty)
+			}
+			if h.LogConfig.Type != "none" {
+				t.Errorf("log driver %q, want none (frames are not logs)", h.LogConfig.Type)
+			}
+		})
+	}
+}
+
+func TestRunnerFitsOneArgument(t *testing.T) {
+	// Linux caps one argv string at 128 KiB (MAX_ARG_STRLEN).
+	if n := len(runner.Source); n > 120<<10 {
+		t.Errorf("runner source is %d bytes; it must stay under 120 KiB to be passed with -c", n)
+	}
+}
+
+func TestResolveLimits(t *testing.T) {
+	d := config.Default().Docker
+	tests := []struct {
+		name    string
+		req     Limits
+		want    Limits
+		wantErr string
+	}{
+		{name: "zero means config", want: Limits{Timeout: 30 * time.Second, Memory: 512 << 20, CPUs: 1, Pids: 128}},
+		{name: "tighter", req: Limits{Timeout: time.Second, Memory: 64 << 20, CPUs: 0.25, Pids: 10},
+			want: Limits{Timeout: time.Second, Memory: 64 << 20, CPUs: 0.25, Pids: 10}},
+		{name: "timeout above max", req: Limits{Timeout: time.Minute}, wantErr: "timeout 1m0s exceeds the maximum 30s (docker.timeout)"},
+		{name: "memory above max", req: Limits{Memory: 1 << 30}, wantErr: "memory 1073741824 bytes exceeds the maximum 536870912 bytes (docker.memory_limit)"},
+		{name: "cpus above max", req: Limits{CPUs: 2}, wantErr: "cpus 2 exceeds the maximum 1 (docker.cpu_limit)"},
+		{name: "pids above max", req: Limits{Pids: 1000}, wantErr: "pids 1000 exceeds the maximum 128 (docker.pids_limit)"},
+		{name: "negative", req: Limits{Pids: -1}, wantErr: "must not be negative"},
+		{name: "memory below docker minimum", req: Limits{Memory: 1 << 20}, wantErr: "below Docker's minimum"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := resolveLimits(d, tt.req)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrLimitExceeded) {
+					t.Fatalf("resolveLimits(%+v) error = %v, want ErrLimitExceeded containing %q", tt.req, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("resolveLimits(%+v) (-want +got):\n%s", tt.req, diff)
+			}
+		})
+	}
+}
