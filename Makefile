@@ -1,0 +1,37 @@
+# The README's commands. `make test` is what CI runs (.ci/run): it installs
+# what it needs itself (debootstrap and the sandbox image via `image build`,
+# opa as a Go tool) and needs a running Docker daemon.
+GO       ?= go
+REGO     := rules examples/policy
+BIN      := bin/python-docker-mcp
+
+.PHONY: all build serve image test rego gotest bench fuzz
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/python-docker-mcp
+
+serve:
+	$(GO) run ./cmd/python-docker-mcp
+
+# Builds the sandbox image offline when missing or stale; a no-op otherwise.
+image:
+	$(GO) run ./cmd/python-docker-mcp image build
+
+# Policy CI: the same commands operators run on their own Rego.
+rego:
+	$(GO) tool opa fmt --fail -l $(REGO)
+	$(GO) tool opa check --strict $(REGO)
+	$(GO) tool opa test --coverage --threshold 90 --format json $(REGO) > /dev/null || \
+		{ $(GO) tool opa test -v $(REGO); $(GO) tool opa test --coverage --threshold 90 $(REGO) | tail -3; exit 1; }
+	$(GO) tool opa test -v $(REGO)
+
+gotest:
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 45m ./...
+
+test: image rego gotest
+
+bench:
+	$(GO) run ./cmd/python-docker-mcp bench

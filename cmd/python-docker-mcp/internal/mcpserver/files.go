@@ -1,0 +1,209 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"mime"
+	"path"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/python-docker-mcp/python-docker-mcp/executor"
+	"github.com/python-docker-mcp/python-docker-mcp/policy"
+)
+
+func fileURI(sessionID, p string) string {
+	return "sandbox://" + sessionID + "/" + strings.TrimPrefix(p, "/")
+}
+
+// parseFileURI splits sandbox://SESSION/PATH.
+func parseFileURI(uri string) (sessionID, p string, err error) {
+	rest, ok := strings.CutPrefix(uri, "sandbox://")
+	if !ok {
+		return "", "", fmt.Errorf("resource %q: want sandbox://SESSION_ID/PATH", uri)
+	}
+	sessionID, p, _ = strings.Cut(rest, "/")
+	if sessionID == "" || p == "" {
+		return "", "", fmt.Errorf("resource %q: want sandbox://SESSION_ID/PATH", uri)
+	}
+	return sessionID, p, nil
+}
+
+func mimeFor(p string) string {
+	if t := mime.TypeByExtension(path.Ext(p)); t != "" {
+		return t
+	}
+	return "application/octet-stream"
+}
+
+// sessionGate asks the policy about a session or file tool.
+func (s *Server) sessionGate(ctx context.Context, tool, sessionID string) (string, *mcp.CallToolResult) {
+	p := s.principal(ctx)
+	in := policy.Input{Tool: tool, Principal: policyPrincipal(p), Session: s.sessionInput(p.Sub, sessionID)}
+	dec, err := s.d.Gate.Decide(ctx, in)
+	if err != nil {
+		return "", toolError("the policy could not be evaluated (tell the operator): "+err.Error(), nil)
+	}
+	if !dec.Allow {
+		var b strings.Builder
+		b.WriteString("denied:")
+		for _, v := range dec.Violations {
+			fmt.Fprintf(&b, " %s: %s;", v.Rule, v.Msg)
+		}
+		return "", toolError(strings.TrimSuffix(b.String(), ";"), nil)
+	}
+	return p.Sub, nil
+}
+
+// sessionError says what to do about a failed session or file operation.
+func sessionError(sessionID string, err error) *mcp.CallToolResult {
+	switch {
+	case errors.Is(err, executor.ErrUnknownSession):
+		return toolError(fmt.Sprintf("unknown session %q: it does not exist (or is not yours); list-sessions shows yours", sessionID), nil)
+	case errors.Is(err, executor.ErrExpiredSession):
+		return toolError(fmt.Sprintf("session %q has expired; its files are gone", sessionID), nil)
+	case errors.Is(err, executor.ErrInvalidPath):
+		return toolError(err.Error()+" (paths must stay inside /workspace)", nil)
+	}
+	return toolError(err.Error(), nil)
+}
+
+func (s *Server) cleanupSession(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	id := req.GetString("session_id", "")
+	owner, refusal := s.sessionGate(ctx, ToolCleanupSession, id)
+	if refusal != nil {
+		return refusal, nil
+	}
+	if err := s.d.Exec.Cleanup(ctx, owner, id); err != nil {
+		return sessionError(id, err), nil
+	}
+	return mcp.NewToolResultStructured(map[string]any{"session_id": id, "removed": true}, "session "+id+" removed"), nil
+}
+
+func (s *Server) listSessions(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	owner, refusal := s.sessionGate(ctx, ToolListSessions, "")
+	if refusal != nil {
+		return refusal, nil
+	}
+	now := time.Now()
+	list := []map[string]any{}
+	var b strings.Builder
+	for _, si := range s.d.Exec.Sessions(owner) {
+		list = append(list, map[string]any{
+			"session_id":         si.ID,
+			"created":            si.Created.UTC().Format(time.RFC3339),
+			"last_used":          si.LastUsed.UTC().Format(time.RFC3339),
+			"age_seconds":        now.Sub(si.Created).Seconds(),
+			"idle_seconds":       now.Sub(si.LastUsed).Seconds(),
+			"expires_in_seconds": si.Expires.Sub(now).Seconds(),
+			"busy":               si.Busy,
+		})
+		fmt.Fprintf(&b, "%s  age %s  idle %s  expires in %s\n", si.ID, now.Sub(si.Created).Round(time.Second), now.Sub(si.LastUsed).Round(time.Second), si.Expires.Sub(now).Round(time.Second))
+	}
+	if len(list) == 0 {
+		b.WriteString("no sessions")
+	}
+	return mcp.NewToolResultStructured(map[string]any{"sessions": list}, strings.TrimRight(b.String(), "\n")), nil
+}
+
+func (s *Server) readFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	id, p := req.GetString("session_id", ""), req.GetString("path", "")
+	owner, refusal := s.sessionGate(ctx, ToolReadFile, id)
+	if refusal != nil {
+		return refusal, nil
+	}
+	data, err := s.d.Exec.ReadFile(ctx, owner, id, p)
+	if err != nil {
+		return sessionError(id, err), nil
+	}
+	out := map[string]any{"path": p, "size": len(data), "uri": fileURI(id, p)}
+	if utf8.Valid(data) {
+		out["encoding"], out["content"] = "text", string(data)
+		return mcp.NewToolResultStructured(out, string(data)), nil
+	}
+	enc := base64.StdEncoding.EncodeToString(data)
+	out["encoding"], out["content"] = "base64", enc
+	r := mcp.NewToolResultStructured(out, fmt.Sprintf("%s: %d bytes of binary data (base64 in structured content)", p, len(data)))
+	return r, nil
+}
+
+func (s *Server) writeFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	id, p := req.GetString("session_id", ""), req.GetString("path", "")
+	content, encoding := req.GetString("content", ""), req.GetString("encoding", "text")
+	owner, refusal := s.sessionGate(ctx, ToolWriteFile, id)
+	if refusal != nil {
+		return refusal, nil
+	}
+	data := []byte(content)
+	if encoding == "base64" {
+		var err error
+		if data, err = base64.StdEncoding.DecodeString(content); err != nil {
+			return toolError("content is not valid base64: "+err.Error(), nil), nil
+		}
+	}
+	if err := s.d.Exec.WriteFile(ctx, owner, id, p, data); err != nil {
+		return sessionError(id, err), nil
+	}
+	return mcp.NewToolResultStructured(map[string]any{"path": p, "size": len(data), "uri": fileURI(id, p)},
+		fmt.Sprintf("wrote %d bytes to %s", len(data), p)), nil
+}
+
+func (s *Server) listFiles(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	id, p := req.GetString("session_id", ""), req.GetString("path", "")
+	owner, refusal := s.sessionGate(ctx, ToolListFiles, id)
+	if refusal != nil {
+		return refusal, nil
+	}
+	files, err := s.d.Exec.ListFiles(ctx, owner, id, p)
+	if err != nil {
+		return sessionError(id, err), nil
+	}
+	list := []map[string]any{}
+	var b strings.Builder
+	for _, f := range files {
+		list = append(list, map[string]any{"path": f.Path, "size": f.Size, "dir": f.Dir, "modified": f.ModTime.UTC().Format(time.RFC3339), "uri": fileURI(id, f.Path)})
+		kind := ""
+		if f.Dir {
+			kind = "/"
+		}
+		fmt.Fprintf(&b, "%s%s  %d\n", f.Path, kind, f.Size)
+	}
+	if len(list) == 0 {
+		b.WriteString("(empty)")
+	}
+	if p == "" {
+		p = "."
+	}
+	return mcp.NewToolResultStructured(map[string]any{"path": p, "files": list}, strings.TrimRight(b.String(), "\n")), nil
+}
+
+func (s *Server) installPackage(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return toolError("install-package is not available in this version of the server: packages cannot be installed yet. "+
+		"Use what the sandbox image provides (numpy, pandas, scipy, matplotlib, scikit-learn, sympy and the standard library).",
+		map[string]any{"status": "unavailable"}), nil
+}
+
+// readResource serves sandbox://SESSION/PATH for the caller's sessions.
+func (s *Server) readResource(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+	id, p, err := parseFileURI(req.Params.URI)
+	if err != nil {
+		return nil, err
+	}
+	owner := s.principal(ctx).Sub
+	data, err := s.d.Exec.ReadFile(ctx, owner, id, p)
+	if err != nil {
+		if errors.Is(err, executor.ErrUnknownSession) || errors.Is(err, executor.ErrExpiredSession) {
+			return nil, fmt.Errorf("resource %s: unknown session %q", req.Params.URI, id)
+		}
+		return nil, fmt.Errorf("resource %s: %w", req.Params.URI, err)
+	}
+	if utf8.Valid(data) {
+		return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: mimeFor(p), Text: string(data)}}, nil
+	}
+	return []mcp.ResourceContents{mcp.BlobResourceContents{URI: req.Params.URI, MIMEType: mimeFor(p), Blob: base64.StdEncoding.EncodeToString(data)}}, nil
+}

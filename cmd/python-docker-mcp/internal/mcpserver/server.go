@@ -1,0 +1,212 @@
+// Package mcpserver is the MCP tool layer: it registers the tools, resources
+// and their schemas on an mcp-go server and sends every request through the
+// static gate (analyze), the policy and the executor, in that order. A
+// denial is a tool result with isError and the violations; an executor
+// failure is a tool result with isError and its status; only malformed
+// requests become JSON-RPC errors.
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/auth"
+	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/image"
+	"github.com/python-docker-mcp/python-docker-mcp/policy"
+)
+
+// Executor is what the tools need of the sandbox executor.
+type Executor interface {
+	Transient(ctx context.Context, req executor.Request) (*executor.Result, error)
+	Persistent(ctx context.Context, sessionID string, req executor.Request) (*executor.Result, string, error)
+	Cleanup(ctx context.Context, owner, sessionID string) error
+	Sessions(owner string) []executor.SessionInfo
+	ReadFile(ctx context.Context, owner, sessionID, path string) ([]byte, error)
+	WriteFile(ctx context.Context, owner, sessionID, path string, data []byte) error
+	ListFiles(ctx context.Context, owner, sessionID, path string) ([]executor.FileInfo, error)
+}
+
+// Decider judges a request; *policy.Gate is one.
+type Decider interface {
+	Decide(ctx context.Context, in policy.Input) (policy.Decision, error)
+}
+
+// ImageWaiter blocks until the sandbox image is ready; *image.Manager is one.
+type ImageWaiter interface {
+	Wait(ctx context.Context, progress image.Progress) error
+}
+
+// Deps are the parts the tools are built from.
+type Deps struct {
+	// Config returns the configuration in force (it may change on reload).
+	Config func() config.Config
+	Gate   Decider
+	Exec   Executor
+	// Image may be nil when the image is known to be there.
+	Image  ImageWaiter
+	Logger *slog.Logger
+	// Version is reported in initialize.
+	Version string
+}
+
+// Server holds the MCP server and its tools. Safe for concurrent use.
+type Server struct {
+	d   Deps
+	mcp *server.MCPServer
+}
+
+// New registers the tools and the session-file resource template.
+func New(d Deps) *Server {
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	if d.Version == "" {
+		d.Version = "dev"
+	}
+	s := &Server{d: d}
+	s.mcp = server.NewMCPServer("python-docker-mcp", d.Version,
+		server.WithTitle("Python sandbox"),
+		server.WithInstructions("Runs Python 3.13 in hardened, network-less Docker sandboxes. "+
+			"Use execute-transient for one-off code (carry variables with `state`), execute-persistent for a session whose variables and files persist. "+
+			"Code is checked by a static gate and a policy first; a refusal lists each violation with its line."),
+		server.WithToolCapabilities(false),
+		server.WithResourceCapabilities(false, false),
+		server.WithLogging(),
+		server.WithRecovery(),
+		server.WithResourceRecovery(),
+		server.WithInputSchemaValidation(),
+		server.WithOutputSchemaValidation(),
+	)
+	handlers := map[string]server.ToolHandlerFunc{
+		ToolExecuteTransient:  s.executeTransient,
+		ToolExecutePersistent: s.executePersistent,
+		ToolInstallPackage:    s.installPackage,
+		ToolCleanupSession:    s.cleanupSession,
+		ToolListSessions:      s.listSessions,
+		ToolReadFile:          s.readFile,
+		ToolWriteFile:         s.writeFile,
+		ToolListFiles:         s.listFiles,
+	}
+	for _, t := range Tools() {
+		s.mcp.AddTool(t, handlers[t.Name])
+	}
+	s.mcp.AddResourceTemplate(
+		mcp.NewResourceTemplate(ResourceTemplate, "Session file",
+			mcp.WithTemplateDescription("A file in a persistent session's /workspace: sandbox://SESSION_ID/PATH."),
+		),
+		s.readResource,
+	)
+	return s
+}
+
+// MCP returns the mcp-go server, for the stdio and HTTP transports.
+func (s *Server) MCP() *server.MCPServer { return s.mcp }
+
+// principal is the caller: the token's subject over HTTP, the local user
+// over stdio.
+func (s *Server) principal(ctx context.Context) auth.Principal {
+	if p, ok := auth.PrincipalFrom(ctx); ok {
+		return p
+	}
+	return auth.Local(s.d.Config().Auth.Scopes)
+}
+
+func policyPrincipal(p auth.Principal) policy.Principal {
+	sc := p.Scopes
+	if sc == nil {
+		sc = []string{}
+	}
+	return policy.Principal{Sub: p.Sub, Scopes: sc}
+}
+
+// progressFunc returns a function that sends notifications/progress for
+// this request (a no-op when the client asked for none). Safe to call from
+// several goroutines.
+func (s *Server) progressFunc(ctx context.Context, req mcp.CallToolRequest) func(string) {
+	var token mcp.ProgressToken
+	if req.Params.Meta != nil {
+		token = req.Params.Meta.ProgressToken
+	}
+	if token == nil {
+		return func(string) {}
+	}
+	var mu sync.Mutex
+	n := 0
+	return func(msg string) {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		if err := s.mcp.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
+			"progressToken": token, "progress": n, "message": msg,
+		}); err != nil {
+			s.d.Logger.Debug("progress notification not sent", "err", err)
+		}
+	}
+}
+
+// logClient sends a logging notification to the client (when it set a
+// level that lets it through) and writes it to the server log.
+func (s *Server) logClient(ctx context.Context, level mcp.LoggingLevel, msg string, attrs map[string]any) {
+	data := map[string]any{"message": msg}
+	for k, v := range attrs {
+		data[k] = v
+	}
+	_ = s.mcp.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(level, "python-docker-mcp", data))
+	args := make([]any, 0, 2*len(attrs))
+	for k, v := range attrs {
+		args = append(args, k, v)
+	}
+	switch level {
+	case mcp.LoggingLevelError:
+		s.d.Logger.Error(msg, args...)
+	case mcp.LoggingLevelWarning:
+		s.d.Logger.Warn(msg, args...)
+	default:
+		s.d.Logger.Info(msg, args...)
+	}
+}
+
+// waitImage blocks until the sandbox image exists, reporting build progress.
+func (s *Server) waitImage(ctx context.Context, progress func(string)) error {
+	if s.d.Image == nil {
+		return nil
+	}
+	first := true
+	return s.d.Image.Wait(ctx, func(line string) {
+		if first {
+			progress("waiting for the sandbox image to be built (first start only): " + line)
+			first = false
+			return
+		}
+		progress(line)
+	})
+}
+
+// structured marshals v into the map form mcp-go validates and sends.
+func structured(v any) map[string]any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return map[string]any{"error": fmt.Sprintf("unencodable result: %v", err)}
+	}
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return m
+}
+
+// toolError is an isError result with one text block and structured
+// content; for tools whose output schema requires fields, fields holds them.
+func toolError(msg string, fields map[string]any) *mcp.CallToolResult {
+	r := mcp.NewToolResultError(msg)
+	if fields != nil {
+		r.StructuredContent = fields
+	}
+	return r
+}

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/auth"
+	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/mcpserver"
+	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/image"
+	"github.com/python-docker-mcp/python-docker-mcp/policy"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func newLogger(cfg config.Log, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// runServe serves MCP until ctx ends (SIGINT/SIGTERM) or stdin closes, then
+// removes every sandbox it started.
+func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		return usageError(stderr, fmt.Errorf("serve takes no arguments, got %q", args))
+	}
+	cfg := l.Config
+	log := newLogger(cfg.Log, stderr)
+	slog.SetDefault(log)
+	for _, w := range l.Warnings {
+		log.Warn(w)
+	}
+	if l.File != "" {
+		log.Info("config loaded", "file", l.File)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	cli, err := dockerClient(ctx)
+	if err != nil {
+		log.Error("cannot serve", "err", err)
+		return exitDocker
+	}
+	defer cli.Close()
+	images := image.Start(ctx, cli, cfg.Docker.Image, image.RecipeFrom(cfg), func(line string) {
+		log.Info("image build", "line", line)
+	})
+
+	engine, err := policy.Load(ctx, cfg)
+	if err != nil {
+		log.Error("policy does not load", "err", err)
+		return exitConfig
+	}
+	gate := policy.NewGate(engine)
+
+	exec, err := executor.New(ctx, cfg)
+	if err != nil {
+		log.Error("cannot start the executor", "err", err)
+		return exitDocker
+	}
+	defer func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer ccancel()
+		if err := exec.Close(cctx); err != nil {
+			log.Error("removing sandboxes at shutdown", "err", err)
+		}
+	}()
+
+	watcher := config.NewWatcher(g.options(), l)
+	watcher.OnError(func(err error) {
+		log.Error("config reload failed; keeping the running configuration", "err", err)
+	})
+	watcher.Subscribe(func(nl *config.Loaded) {
+		if err := gate.Reload(ctx, nl.Config); err != nil {
+			log.Error("policy reload failed; keeping the running policy", "err", err)
+			return
+		}
+		log.Info("configuration reloaded", "file", nl.File)
+	})
+	go watcher.Run(ctx)
+
+	srv := mcpserver.New(mcpserver.Deps{
+		Config:  func() config.Config { return watcher.Current().Config },
+		Gate:    gate,
+		Exec:    exec,
+		Image:   images,
+		Logger:  log,
+		Version: version,
+	})
+
+	switch cfg.Server.Transport {
+	case "http":
+		err = serveHTTP(ctx, cfg, srv, log)
+	default:
+		local := auth.Local(cfg.Auth.Scopes)
+		stdio := server.NewStdioServer(srv.MCP())
+		stdio.SetContextFunc(func(ctx context.Context) context.Context { return auth.WithPrincipal(ctx, local) })
+		stdio.SetErrorLogger(slog.NewLogLogger(log.Handler(), slog.LevelError))
+		log.Info("serving MCP over stdio", "image", cfg.Docker.Image, "profile", cfg.Policy.Profile)
+		err = stdio.Listen(ctx, stdin, stdout)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
+		log.Error("server stopped", "err", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+// serveHTTP serves Streamable HTTP at server.path, /healthz, and the
+// protected resource metadata, until ctx ends.
+func serveHTTP(ctx context.Context, cfg config.Config, srv *mcpserver.Server, log *slog.Logger) error {
+	addr := cfg.Server.Addr
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (server.addr): %w", addr, err)
+	}
+	resource := "http://" + ln.Addr().String() + cfg.Server.Path
+	a, err := auth.New(ctx, cfg.Auth, auth.Options{
+		ResourceURL: resource, ListenAddr: addr, Logger: log, MaxBodyBytes: int64(cfg.Server.MaxBodyBytes),
+	})
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("auth: %w", err)
+	}
+	if p := a.DevTokenPath(); p != "" {
+		log.Info("dev mode: use the token in this file as the bearer token", "path", p)
+	}
+	mcpHTTP := server.NewStreamableHTTPServer(srv.MCP(), server.WithEndpointPath(cfg.Server.Path), server.WithStreamableHTTPLogger(log))
+	mux := http.NewServeMux()
+	mux.Handle(cfg.Server.Path, limitBody(int64(cfg.Server.MaxBodyBytes), a.Middleware(mcpHTTP)))
+	for _, p := range a.MetadataPaths() {
+		mux.Handle(p, a.MetadataHandler())
+	}
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintln(w, `{"status":"ok"}`)
+	})
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	log.Info("serving MCP over Streamable HTTP", "url", resource, "auth", cfg.Auth.Mode)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	mcpHTTP.Shutdown(sctx)
+	return hs.Shutdown(sctx)
+}
+
+// limitBody caps request bodies; a larger one gets 413 from the reader.
+func limitBody(n int64, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > n {
+			http.Error(w, fmt.Sprintf("request body over %d bytes (server.max_body_bytes)", n), http.StatusRequestEntityTooLarge)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, n)
+		next.ServeHTTP(w, r)
+	})
+}
