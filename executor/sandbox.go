@@ -264,7 +264,7 @@ func (e *Executor) roundTrip(ctx context.Context, sb *sandbox, req map[string]an
 
 // interruptGrace is how long the runner gets to stop user code after its
 // own timer or a cancel fired, before the container is killed.
-const interruptGrace = 1500 * time.Millisecond
+const interruptGrace = time.Second
 
 // diagnose finds out why a runner stopped answering: the container's state
 // says whether the kernel's OOM killer struck. The sandbox is removed.

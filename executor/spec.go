@@ -33,6 +33,11 @@ const (
 	KindPersistent = "persistent"
 )
 
+// runnerBootstrap compiles the runner (passed as the next argument) under
+// its own file name, so tracebacks and the import guard can tell its frames
+// from user code's "<string>".
+const runnerBootstrap = "import sys; exec(compile(sys.argv.pop(1), '<pdm-runner>', 'exec'))"
+
 // nofile is the open-files ulimit (soft and hard) of every sandbox.
 const nofile = 1024
 
@@ -141,7 +146,7 @@ func containerSpec(d config.Docker, lim Limits, meta sandboxMeta) (*container.Co
 		// server leaves stopped containers (reaped at the next start), not
 		// running interpreters.
 		StdinOnce:  true,
-		Entrypoint: []string{"python3", "-I", "-B", "-c", runner.Source},
+		Entrypoint: []string{"python3", "-I", "-B", "-c", runnerBootstrap, runner.Source},
 		Env: []string{
 			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 			"HOME=" + workdir,

@@ -136,7 +136,7 @@ func TestContainerSpec(t *testing.T) {
 			if diff := cmp.Diff(want, hardeningOf(c, h)); diff != "" {
 				t.Errorf("hardening (-want +got):\n%s", diff)
 			}
-			if got := c.Entrypoint; len(got) != 5 || got[0] != "python3" || got[4] != runner.Source {
+			if got := c.Entrypoint; len(got) != 6 || got[0] != "python3" || got[5] != runner.Source {
 				t.Errorf("entrypoint = %.60q, want python3 -I -B -c <runner>", got)
 			}
 			if !c.OpenStdin || !c.StdinOnce || c.Tty {

@@ -1,6 +1,6 @@
 # python-docker-mcp sandbox runner.
 #
-# Started as `python3 -I -B -c <this source>` inside the sandbox container. It
+# Started as `python3 -I -B -c <bootstrap> <this source>` inside the sandbox container. It
 # speaks length-prefixed JSON frames (4-byte big-endian length, then UTF-8
 # JSON) on the stdin/stdout the container was started with, and keeps both
 # away from user code: fd 0 becomes /dev/null, fd 1 and fd 2 become capture
@@ -429,11 +429,30 @@ warnings.filterwarnings("ignore", message=".*More than .* figures have been open
 
 
 def _user_traceback(tb):
-    entries = traceback.extract_tb(tb)
+    entries = [fs for fs in traceback.extract_tb(tb) if fs.filename != "<pdm-runner>"]
     i = 0
     while i < len(entries) and not entries[i].filename.startswith("<cell"):
         i += 1
     return entries[i:] if i < len(entries) else entries
+
+
+def _kill_strays():
+    """Kills every process of the sandbox except the init process and the
+    runner: what a call started does not outlive it in a session."""
+    for _ in range(10):
+        others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, _PID)]
+        if not others:
+            break
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            pass
+        time.sleep(0.01)
 
 
 def _error_info(e, cell_name):
@@ -697,6 +716,8 @@ def _run(req):
                 resp["status"] = "error"
             resp["error"] = {"type": "StateTooLarge", "message": str(e), "line": 0, "traceback": ""}
 
+    if not transient:
+        _kill_strays()
     after = _snapshot()
     changed = sorted(p for p, v in after.items() if before.get(p) != v)
     if changed:
