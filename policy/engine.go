@@ -185,12 +185,19 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 	}
 	// The sandbox must never get more than the operator configured, and
 	// always a bound: whatever the Rego says, check it here.
-	l, m := d.Limits, e.max
-	if l.Timeout <= 0 || l.Timeout > m.Timeout || l.Memory <= 0 || l.Memory > m.Memory ||
-		l.CPUs <= 0 || l.CPUs > m.CPUs || l.Pids <= 0 || l.Pids > m.Pids {
-		return Decision{}, fmt.Errorf("evaluate policy: effective limits %+v are not within the configured maximum %+v", l, m)
+	if err := within(d.Limits, e.max); err != nil {
+		return Decision{}, fmt.Errorf("evaluate policy: %w", err)
 	}
 	return d, nil
+}
+
+// within checks that every effective limit is set and at most the maximum.
+func within(l, m Limits) error {
+	if l.Timeout <= 0 || l.Timeout > m.Timeout || l.Memory <= 0 || l.Memory > m.Memory ||
+		l.CPUs <= 0 || l.CPUs > m.CPUs || l.Pids <= 0 || l.Pids > m.Pids {
+		return fmt.Errorf("effective limits %+v are not within the configured maximum %+v", l, m)
+	}
+	return nil
 }
 
 // regoProblems turns OPA errors into file:line problems.

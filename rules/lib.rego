@@ -104,7 +104,7 @@ strip_zeros(r) := [] if {
 
 # clause parses one specifier clause such as ">=1.26" or "==1.2.*".
 clause(s) := {"op": m[1], "version": m[2]} if {
-	m := regex.find_all_string_submatch_n(`^(~=|===|==|!=|<=|>=|<|>)\s*([^\s,;]+)$`, trim_space(s), 1)[0]
+	m := regex.find_all_string_submatch_n(`^(~=|===|==|!=|<=|>=|<|>)\s*([^\s,;<>=!~]+)$`, trim_space(s), 1)[0]
 }
 
 # clauses parses a comma-separated specifier; "" gives [].
@@ -151,8 +151,8 @@ pinned_version(spec) := c.version if {
 	not endswith(c.version, ".*")
 }
 
-# satisfies is true when version v meets clause c (PEP 440, without the
-# special pre-release exclusions).
+# satisfies is true when version v meets clause c (PEP 440 comparison;
+# whether pre-releases are wanted at all is the installer's business).
 satisfies(v, c) if {
 	c.op == "==="
 	v == c.version
@@ -192,14 +192,45 @@ satisfies(v, c) if {
 	version_key(v) <= version_key(c.version)
 }
 
+# >V excludes post-releases of V unless V is one.
 satisfies(v, c) if {
 	c.op == ">"
 	version_key(v) > version_key(c.version)
+	not post_of(v, c.version)
 }
 
+# <V excludes pre-releases of V unless V is one: <2 does not allow 2.0rc1.
 satisfies(v, c) if {
 	c.op == "<"
 	version_key(v) < version_key(c.version)
+	not pre_of(v, c.version)
+}
+
+same_release(a, b) if {
+	ma := version_parts(a)
+	mb := version_parts(b)
+	num(ma[1]) == num(mb[1])
+	strip_zeros(release(a)) == strip_zeros(release(b))
+}
+
+is_pre(v) if version_parts(v)[3] != ""
+
+is_pre(v) if version_parts(v)[8] == "dev"
+
+is_post(v) if version_parts(v)[5] != ""
+
+is_post(v) if version_parts(v)[6] != ""
+
+pre_of(v, bound) if {
+	is_pre(v)
+	not is_pre(bound)
+	same_release(v, bound)
+}
+
+post_of(v, bound) if {
+	is_post(v)
+	not is_post(bound)
+	same_release(v, bound)
 }
 
 # ~=1.4.2 means >=1.4.2 and ==1.4.*

@@ -104,6 +104,13 @@ cases := [
 	["1.0", "===1.0.0", false],
 	["1!1.0", "==1.*", false],
 	["1.0", "", true],
+	["2.0.0rc1", "<2", false],
+	["2.0.dev1", "<2", false],
+	["2.0.0rc1", "<2.0rc2", true],
+	["1.9", "<2", true],
+	["2.0.post1", ">2", false],
+	["2.0.post1", ">2.0.post0", true],
+	["2.0.1", ">2", true],
 ]
 
 test_satisfies_all if {
