@@ -1,0 +1,202 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
+)
+
+func TestNewReapsLeftovers(t *testing.T) {
+	cfg := config.Default()
+	cli := dockertest.RequireImage(t, cfg.Docker.Image)
+	ctx := tctx(t, time.Minute)
+	host, _ := os.Hostname()
+	mk := func(labels map[string]string) string {
+		labels["python-docker-mcp.test"] = "1"
+		c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+			Config: &container.Config{Image: cfg.Docker.Image, Entrypoint: []string{"python3", "-c", "pass"}, Labels: labels},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cli.ContainerRemove(context.Background(), c.ID, client.ContainerRemoveOptions{Force: true}) })
+		return c.ID
+	}
+	exists := func(id string) bool {
+		_, err := cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+		return err == nil
+	}
+	// A live executor's session must survive another executor's start.
+	a, _ := newExec(t, nil)
+	_, sid := persistent(t, a, "", Request{Owner: "o", Code: "x = 1"})
+	// Left by a crashed server on this host (its pid is gone).
+	crashed := mk(map[string]string{LabelKind: KindTransient, LabelPID: "999999", LabelHost: host, LabelInstance: "gone"})
+	// Left by a closed executor of this very process.
+	closed := mk(map[string]string{LabelKind: KindPersistent, LabelPID: itoa(os.Getpid()), LabelHost: host, LabelInstance: "closed"})
+	// Owned by a server on another machine sharing the daemon.
+	foreign := mk(map[string]string{LabelKind: KindTransient, LabelPID: "1", LabelHost: "elsewhere", LabelInstance: "x"})
+
+	newExec(t, nil)
+	if exists(crashed) || exists(closed) {
+		t.Errorf("leftovers survived New: crashed %v, closed %v", exists(crashed), exists(closed))
+	}
+	if !exists(foreign) {
+		t.Error("New removed a container of a server on another host")
+	}
+	res, _ := persistent(t, a, sid, Request{Owner: "o", Code: "x"})
+	if res.Result == nil || *res.Result != "1" || res.StateLost {
+		t.Errorf("a live executor's session was disturbed by another New: %+v", res)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func TestDockerUnreachable(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no.sock"))
+	_, err := New(tctx(t, 20*time.Second), config.Default())
+	if !errors.Is(err, ErrDockerUnavailable) || !strings.Contains(err.Error(), "DOCKER_HOST") {
+		t.Errorf("New without a daemon: %v, want ErrDockerUnavailable saying what to do", err)
+	}
+}
+
+func TestImageMissing(t *testing.T) {
+	e, _ := newExec(t, func(c *config.Config) { c.Docker.Image = "python-docker-mcp-sandbox:no-such-tag" })
+	_, err := e.Transient(tctx(t, time.Minute), Request{Code: "1"})
+	if !errors.Is(err, ErrImageMissing) || !strings.Contains(err.Error(), "image build") {
+		t.Errorf("run with a missing image: %v, want ErrImageMissing naming the build command", err)
+	}
+}
+
+// proxy forwards a unix socket to the real Docker socket and can be stopped
+// and started again, to play a daemon that goes away and comes back.
+type proxy struct {
+	path, target string
+	mu           sync.Mutex
+	ln           net.Listener
+	conns        []net.Conn
+}
+
+func (p *proxy) start(t *testing.T) {
+	ln, err := net.Listen("unix", p.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			d, err := net.Dial("unix", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, d)
+			p.mu.Unlock()
+			go func() { io.Copy(d, c); d.Close() }()
+			go func() { io.Copy(c, d); c.Close() }()
+		}
+	}()
+}
+
+func (p *proxy) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ln.Close()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+	os.Remove(p.path)
+}
+
+func TestDockerGoesAwayAndComesBack(t *testing.T) {
+	dockertest.RequireImage(t, config.Default().Docker.Image)
+	p := &proxy{path: filepath.Join(t.TempDir(), "d.sock"), target: "/var/run/docker.sock"}
+	p.start(t)
+	t.Setenv("DOCKER_HOST", "unix://"+p.path)
+	e, _ := newExec(t, nil)
+	if res, err := e.Transient(tctx(t, time.Minute), Request{Code: "1"}); err != nil || res.Status != "ok" {
+		t.Fatalf("with Docker: %v %+v", err, res)
+	}
+	p.stop()
+	_, err := e.Transient(tctx(t, time.Minute), Request{Code: "1"})
+	if !errors.Is(err, ErrDockerUnavailable) {
+		t.Errorf("while Docker is gone: %v, want ErrDockerUnavailable", err)
+	}
+	p.start(t)
+	defer p.stop()
+	if res, err := e.Transient(tctx(t, time.Minute), Request{Code: "1"}); err != nil || res.Status != "ok" {
+		t.Errorf("after Docker came back: %v %+v", err, res)
+	}
+}
+
+func TestCancellation(t *testing.T) {
+	e, cli := newExec(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(1500*time.Millisecond, cancel)
+	t0 := time.Now()
+	_, err := e.Transient(ctx, Request{Code: "while True:\n    pass"})
+	if !errors.Is(err, context.Canceled) || time.Since(t0) > 5*time.Second {
+		t.Errorf("cancelled transient run: %v after %s, want context.Canceled promptly", err, time.Since(t0))
+	}
+	if n := ourContainers(t, cli, ""); n != 0 {
+		t.Errorf("%d containers after a cancelled transient run, want 0", n)
+	}
+
+	_, id := persistent(t, e, "", Request{Owner: "o", Code: "x = 3"})
+	ctx, cancel = context.WithCancel(context.Background())
+	time.AfterFunc(500*time.Millisecond, cancel)
+	if _, _, err := e.Persistent(ctx, id, Request{Owner: "o", Code: "while True:\n    pass"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled session run: %v, want context.Canceled", err)
+	}
+	res, _ := persistent(t, e, id, Request{Owner: "o", Code: "x"})
+	if res.Result == nil || *res.Result != "3" || res.StateLost {
+		t.Errorf("after a cancelled call the session should keep its state: %+v", res)
+	}
+}
+
+func TestClose(t *testing.T) {
+	cfg := config.Default()
+	cli := dockertest.RequireImage(t, cfg.Docker.Image)
+	e, err := New(tctx(t, time.Minute), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, _, err := e.Persistent(tctx(t, time.Minute), "", Request{Owner: "o", Code: "1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := ourContainers(t, cli, LabelInstance+"="+e.instance); n != 2 {
+		t.Fatalf("%d session containers, want 2", n)
+	}
+	if err := e.Close(tctx(t, time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if n := ourContainers(t, cli, LabelInstance+"="+e.instance); n != 0 {
+		t.Errorf("%d containers after Close, want 0", n)
+	}
+	if _, err := e.Transient(tctx(t, time.Minute), Request{Code: "1"}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Transient after Close: %v, want ErrClosed", err)
+	}
+}
