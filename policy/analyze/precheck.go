@@ -16,6 +16,7 @@ func precheck(src []byte, maxBytes int) ([]byte, error) {
 	if len(src) > maxBytes {
 		return nil, errAt(1, 0, "size", "source is %d bytes, over the limit of %d bytes; send less code", len(src), maxBytes)
 	}
+	bom := bytes.HasPrefix(src, []byte("\xef\xbb\xbf"))
 	src = bytes.TrimPrefix(src, []byte("\xef\xbb\xbf"))
 	line, lineStart := 1, 0
 	ascii := true
@@ -55,9 +56,13 @@ func precheck(src []byte, maxBytes int) ([]byte, error) {
 		}
 		if m := codingRE.FindSubmatch(l); m != nil {
 			enc := normalEncoding(string(m[1]))
+			if bom && enc != "utf-8" {
+				return nil, errAt(n, 0, "coding", "encoding problem: %s with BOM", m[1])
+			}
 			switch enc {
+			case "utf8":
 			case "utf-8":
-			case "ascii":
+			case "ascii", "us-ascii":
 				if !ascii {
 					return nil, errAt(n, 0, "coding", "coding declaration says ascii but the source is not ASCII")
 				}
@@ -78,10 +83,8 @@ func precheck(src []byte, maxBytes int) ([]byte, error) {
 func normalEncoding(s string) string {
 	s = strings.ToLower(strings.ReplaceAll(s, "_", "-"))
 	switch {
-	case s == "utf-8" || strings.HasPrefix(s, "utf-8-") || s == "utf8":
+	case s == "utf-8" || strings.HasPrefix(s, "utf-8-"):
 		return "utf-8"
-	case s == "ascii" || s == "us-ascii":
-		return "ascii"
 	}
 	return s
 }
