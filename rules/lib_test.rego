@@ -111,6 +111,7 @@ cases := [
 	["2.0.post1", ">2", false],
 	["2.0.post1", ">2.0.post0", true],
 	["2.0.1", ">2", true],
+	["2.0-1", ">2", false],
 ]
 
 test_satisfies_all if {

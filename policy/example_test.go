@@ -1,0 +1,48 @@
+package policy
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
+)
+
+// The example operator policy loads through policy.paths, as an operator
+// would configure it, and decides by the principal's scopes.
+func TestExamplePolicy(t *testing.T) {
+	cfg := config.Default()
+	cfg.Policy.Paths = []string{"../examples/policy"}
+	e := load(t, cfg, nil)
+
+	opens := run(analyze.Facts{Calls: []analyze.Call{call("open", 3), call("io.open", 4), call("print", 5)}})
+	d := decide(t, e, opens)
+	if diff := cmp.Diff([]string{"3:files.open", "4:files.open"}, brief(d.Violations)); diff != "" {
+		t.Errorf("without scope (-want +got):\n%s", diff)
+	}
+	if d.Violations[0].Msg != "open() needs scope python:files; use the read-file and write-file tools for files in the workspace" {
+		t.Errorf("message = %q", d.Violations[0].Msg)
+	}
+
+	opens.Principal.Scopes = []string{"python:files"}
+	if d := decide(t, e, opens); !d.Allow {
+		t.Errorf("with scope python:files: %+v", d.Violations)
+	}
+
+	heavy := run(analyze.Facts{})
+	heavy.LimitsRequested.Memory = 512 << 20
+	if diff := cmp.Diff([]string{"0:files.heavy"}, brief(decide(t, e, heavy).Violations)); diff != "" {
+		t.Errorf("heavy (-want +got):\n%s", diff)
+	}
+	heavy.Principal.Scopes = []string{"python:heavy"}
+	if d := decide(t, e, heavy); !d.Allow || d.Limits.Memory != 512<<20 {
+		t.Errorf("heavy with scope: %+v", d)
+	}
+
+	for _, m := range e.Modules() {
+		if m == "../examples/policy/files_test.rego" {
+			t.Errorf("a test file was loaded into the engine")
+		}
+	}
+}
