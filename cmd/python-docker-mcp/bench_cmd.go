@@ -1,0 +1,1103 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/python-docker-mcp/python-docker-mcp/config"
+)
+
+// The bench command measures the server as an MCP client sees it: it starts
+// this binary as a stdio server, drives it with the official go-sdk client,
+// and runs the `docker run --rm` baseline with the docker CLI in the same run
+// so the ratios compare figures taken on the same machine at the same time.
+
+// Scenario names accepted by -scenarios.
+const (
+	scTransient  = "transient"  // execute-transient print(1)
+	scPandas     = "pandas"     // execute-transient pandas group-by
+	scPersistent = "persistent" // execute-persistent print(1) in one session
+	scDockerRun  = "docker-run" // docker run --rm of both snippets
+	scThroughput = "throughput" // calls/s of transient print(1) at each concurrency
+	scMemory     = "memory"     // docker stats of the idle sandboxes
+)
+
+var allScenarios = []string{scTransient, scPandas, scPersistent, scDockerRun, scThroughput, scMemory}
+
+// The code the bench runs. pandasCode's expected output is the sum of v for
+// k == 0: 0 + 10 + ... + 990.
+const (
+	printCode   = "print(1)"
+	printWant   = "1\n"
+	pandasCode  = "import pandas as pd\ndf = pd.DataFrame({\"k\": [i % 10 for i in range(1000)], \"v\": range(1000)})\nprint(df.groupby(\"k\")[\"v\"].sum().iloc[0])\n"
+	pandasWant  = "49500\n"
+	maxBaseline = 30 // docker run baseline runs when -baseline-n is not given
+)
+
+// Goals from the warm-pool issue.
+const (
+	goalTransientP50MS   = 10.0
+	goalPrintRatio       = 20.0
+	goalPandasRatio      = 50.0
+	goalPersistentOverMS = 2.0
+)
+
+// benchOptions are the bench command's flags.
+type benchOptions struct {
+	N           int           // calls per latency scenario
+	BaselineN   int           // docker run calls per snippet
+	Concurrency []int         // client goroutines per throughput level
+	Duration    time.Duration // how long each throughput level issues calls
+	Interval    time.Duration // pause between calls of the latency scenarios
+	Warmup      int           // uncounted calls before each latency scenario
+	JSON        bool
+	Scenarios   []string // in allScenarios order
+}
+
+func (o benchOptions) has(s string) bool { return slices.Contains(o.Scenarios, s) }
+
+const benchUsage = `usage: python-docker-mcp [global flags] bench [flags]
+
+Starts this binary as an MCP stdio server (with the same --config and --set
+flags), drives it with the official go-sdk client, and runs docker run --rm of
+the same code and image in the same run.
+
+flags:
+`
+
+// parseBenchArgs parses the bench command's arguments.
+func parseBenchArgs(args []string) (benchOptions, error) {
+	o := benchOptions{}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.IntVar(&o.N, "n", 200, "calls per latency scenario")
+	fs.IntVar(&o.BaselineN, "baseline-n", 0, fmt.Sprintf("docker run --rm calls per snippet (default min(n, %d))", maxBaseline))
+	conc := fs.String("concurrency", "1,4,16", "comma-separated numbers of concurrent clients for the throughput scenario")
+	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "how long each throughput level issues calls")
+	fs.DurationVar(&o.Interval, "interval", 0, "pause between calls of the latency scenarios (0: back to back)")
+	fs.IntVar(&o.Warmup, "warmup", 3, "uncounted calls before each latency scenario")
+	fs.BoolVar(&o.JSON, "json", false, "print the report as JSON")
+	scen := fs.String("scenarios", "all", "comma-separated scenarios: all or "+strings.Join(allScenarios, ","))
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if o.N < 1 {
+		return o, fmt.Errorf("-n must be at least 1, got %d", o.N)
+	}
+	if o.BaselineN < 0 {
+		return o, fmt.Errorf("-baseline-n must not be negative, got %d", o.BaselineN)
+	}
+	if o.BaselineN == 0 {
+		o.BaselineN = min(o.N, maxBaseline)
+	}
+	if o.Warmup < 0 {
+		return o, fmt.Errorf("-warmup must not be negative, got %d", o.Warmup)
+	}
+	if o.Duration <= 0 {
+		return o, fmt.Errorf("-duration must be positive, got %v", o.Duration)
+	}
+	if o.Interval < 0 {
+		return o, fmt.Errorf("-interval must not be negative, got %v", o.Interval)
+	}
+	var err error
+	if o.Concurrency, err = parseConcurrency(*conc); err != nil {
+		return o, err
+	}
+	if o.Scenarios, err = parseScenarios(*scen); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+func parseConcurrency(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		c, err := strconv.Atoi(f)
+		if err != nil || c < 1 {
+			return nil, fmt.Errorf("-concurrency: %q is not a positive integer (want e.g. 1,4,16)", f)
+		}
+		if c > 256 {
+			return nil, fmt.Errorf("-concurrency: %d is over the maximum of 256", c)
+		}
+		if !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+func parseScenarios(s string) ([]string, error) {
+	want := map[string]bool{}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		switch {
+		case f == "all":
+			for _, a := range allScenarios {
+				want[a] = true
+			}
+		case slices.Contains(allScenarios, f):
+			want[f] = true
+		default:
+			return nil, fmt.Errorf("-scenarios: unknown scenario %q (want all or some of %s)", f, strings.Join(allScenarios, ","))
+		}
+	}
+	var out []string
+	for _, a := range allScenarios {
+		if want[a] {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// percentile returns the p-th percentile (0 ≤ p ≤ 100) of sorted, ascending
+// samples, interpolating linearly between the closest ranks (the method
+// numpy calls "linear"). It returns NaN for no samples.
+func percentile(sorted []float64, p float64) float64 {
+	n := len(sorted)
+	if n == 0 {
+		return math.NaN()
+	}
+	p = math.Max(0, math.Min(100, p))
+	rank := p / 100 * float64(n-1)
+	lo := int(math.Floor(rank))
+	hi := int(math.Ceil(rank))
+	return sorted[lo] + (rank-float64(lo))*(sorted[hi]-sorted[lo])
+}
+
+// latency summarises samples in milliseconds.
+type latency struct {
+	N      int     `json:"n"`
+	Errors int     `json:"errors"`
+	Min    float64 `json:"min_ms"`
+	P50    float64 `json:"p50_ms"`
+	P95    float64 `json:"p95_ms"`
+	P99    float64 `json:"p99_ms"`
+	Max    float64 `json:"max_ms"`
+	Mean   float64 `json:"mean_ms"`
+}
+
+func summarize(ms []float64) latency {
+	s := slices.Clone(ms)
+	sort.Float64s(s)
+	l := latency{N: len(s), Min: math.NaN(), Max: math.NaN(), Mean: math.NaN(),
+		P50: percentile(s, 50), P95: percentile(s, 95), P99: percentile(s, 99)}
+	if len(s) > 0 {
+		l.Min, l.Max = s[0], s[len(s)-1]
+		var sum float64
+		for _, v := range s {
+			sum += v
+		}
+		l.Mean = sum / float64(len(s))
+	}
+	return l
+}
+
+// MarshalJSON writes NaN (no samples) as null.
+func (l latency) MarshalJSON() ([]byte, error) {
+	f := func(v float64) *float64 {
+		if math.IsNaN(v) {
+			return nil
+		}
+		v = math.Round(v*1000) / 1000
+		return &v
+	}
+	return json.Marshal(struct {
+		N      int      `json:"n"`
+		Errors int      `json:"errors"`
+		Min    *float64 `json:"min_ms"`
+		P50    *float64 `json:"p50_ms"`
+		P95    *float64 `json:"p95_ms"`
+		P99    *float64 `json:"p99_ms"`
+		Max    *float64 `json:"max_ms"`
+		Mean   *float64 `json:"mean_ms"`
+	}{l.N, l.Errors, f(l.Min), f(l.P50), f(l.P95), f(l.P99), f(l.Max), f(l.Mean)})
+}
+
+// parseDockerSize reads a size as docker stats prints it ("12.5MiB",
+// "980kB", "1.2GiB", "0B") and returns bytes.
+func parseDockerSize(s string) (float64, error) {
+	s = strings.TrimSpace(s)
+	i := strings.IndexFunc(s, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	if i <= 0 {
+		return 0, fmt.Errorf("size %q: no number", s)
+	}
+	v, err := strconv.ParseFloat(s[:i], 64)
+	if err != nil {
+		return 0, fmt.Errorf("size %q: %v", s, err)
+	}
+	mult := map[string]float64{
+		"B": 1, "kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+		"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+	}[strings.TrimSpace(s[i:])]
+	if mult == 0 {
+		return 0, fmt.Errorf("size %q: unknown unit %q", s, s[i:])
+	}
+	return v * mult, nil
+}
+
+// Report is what one bench run measured.
+type benchReport struct {
+	Started     time.Time          `json:"started"`
+	Image       string             `json:"image"`
+	CPUs        int                `json:"cpus"`
+	DockerVer   string             `json:"docker_server_version"`
+	Pool        config.Pool        `json:"pool"`
+	Options     benchOptionsJSON   `json:"options"`
+	Latency     map[string]latency `json:"latency"`     // by scenario key
+	CodeMS      map[string]latency `json:"codeMSms"`    // duration_ms reported by the runner, by scenario key
+	Throughput  []throughputLevel  `json:"throughput"`  // one per concurrency level
+	Memory      []memoryKind       `json:"memory"`      // per sandbox kind
+	Goals       []goal             `json:"goals"`       // the warm-pool issue's goals
+	Notes       []string           `json:"notes"`       // how things were measured
+	LeftBehind  int                `json:"left_behind"` // this run's containers still present after the server exited
+	ElapsedSecs float64            `json:"elapsed_s"`
+}
+
+type benchOptionsJSON struct {
+	N           int      `json:"n"`
+	BaselineN   int      `json:"baseline_n"`
+	Concurrency []int    `json:"concurrency"`
+	DurationS   float64  `json:"duration_s"`
+	IntervalMS  float64  `json:"interval_ms"`
+	Warmup      int      `json:"warmup"`
+	Scenarios   []string `json:"scenarios"`
+}
+
+type throughputLevel struct {
+	Clients     int     `json:"clients"`
+	Calls       int     `json:"calls"`
+	Errors      int     `json:"errors"`
+	Seconds     float64 `json:"seconds"`
+	CallsPerSec float64 `json:"calls_per_s"`
+	Latency     latency `json:"latency"`
+}
+
+type memoryKind struct {
+	Kind     string  `json:"kind"`
+	Count    int     `json:"count"`
+	MeanMiB  float64 `json:"mean_mib"`
+	MinMiB   float64 `json:"min_mib"`
+	MaxMiB   float64 `json:"max_mib"`
+	Comments string  `json:"comment,omitempty"`
+}
+
+type goal struct {
+	Name     string   `json:"name"`
+	Target   string   `json:"target"`
+	Measured *float64 `json:"measured"` // nil when not measured
+	Unit     string   `json:"unit"`
+	Met      *bool    `json:"met"` // nil when not measured
+}
+
+// Keys of benchReport.Latency.
+const (
+	keyTransient   = "execute-transient print(1)"
+	keyPandas      = "execute-transient pandas group-by"
+	keyPersistent  = "execute-persistent print(1)"
+	keyOverhead    = "persistent overhead (latency - duration_ms)"
+	keyDockerPrint = "docker run --rm print(1)"
+	keyDockerPd    = "docker run --rm pandas group-by"
+)
+
+var latencyOrder = []string{keyTransient, keyPandas, keyPersistent, keyOverhead, keyDockerPrint, keyDockerPd}
+
+// benchError is a failure that ends the bench with an exit code.
+type benchError struct {
+	code int
+	msg  string
+}
+
+func (e *benchError) Error() string { return e.msg }
+
+func benchFail(code int, format string, a ...any) error {
+	return &benchError{code: code, msg: fmt.Sprintf(format, a...)}
+}
+
+// runBench serves `python-docker-mcp bench`.
+func runBench(ctx context.Context, g *global, cfg config.Config, args []string, stdout, stderr io.Writer) int {
+	opts, err := parseBenchArgs(args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printBenchUsage(stdout)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "python-docker-mcp bench: %v\n\n", err)
+		printBenchUsage(stderr)
+		return exitUsage
+	}
+	b := &bencher{g: g, cfg: cfg, opts: opts, progress: stderr}
+	rep, err := b.run(ctx)
+	if rep != nil {
+		if opts.JSON {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			enc.Encode(rep)
+		} else {
+			printReport(stdout, rep)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "python-docker-mcp bench: %v\n", err)
+		var be *benchError
+		if errors.As(err, &be) {
+			return be.code
+		}
+		return exitFail
+	}
+	return exitOK
+}
+
+func printBenchUsage(w io.Writer) {
+	fmt.Fprint(w, benchUsage)
+	o := []struct{ name, def, help string }{
+		{"-n N", "200", "calls per latency scenario"},
+		{"-baseline-n N", "min(n, 30)", "docker run --rm calls per snippet"},
+		{"-concurrency LIST", "1,4,16", "concurrent clients per throughput level"},
+		{"-duration D", "10s", "how long each throughput level issues calls"},
+		{"-interval D", "0", "pause between calls of the latency scenarios"},
+		{"-warmup N", "3", "uncounted calls before each latency scenario"},
+		{"-scenarios LIST", "all", strings.Join(allScenarios, ",")},
+		{"-json", "", "print the report as JSON"},
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, f := range o {
+		def := ""
+		if f.def != "" {
+			def = "(default " + f.def + ")"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", f.name, f.help, def)
+	}
+	tw.Flush()
+}
+
+// bencher holds one bench run.
+type bencher struct {
+	g        *global
+	cfg      config.Config
+	opts     benchOptions
+	progress io.Writer // one line per phase
+
+	cs        *sdk.ClientSession
+	serverPID int
+	serverErr *tailBuffer
+	sessionID string // the persistent session, cleaned up at the end
+}
+
+func (b *bencher) logf(format string, a ...any) {
+	fmt.Fprintf(b.progress, "bench: "+format+"\n", a...)
+}
+
+func (b *bencher) run(ctx context.Context) (rep *benchReport, err error) {
+	start := time.Now()
+	rep = &benchReport{
+		Started: start.UTC(), Image: b.cfg.Docker.Image, CPUs: runtime.NumCPU(), Pool: b.cfg.Pool,
+		Latency: map[string]latency{}, CodeMS: map[string]latency{},
+		Options: benchOptionsJSON{N: b.opts.N, BaselineN: b.opts.BaselineN, Concurrency: b.opts.Concurrency,
+			DurationS: b.opts.Duration.Seconds(), IntervalMS: float64(b.opts.Interval) / float64(time.Millisecond),
+			Warmup: b.opts.Warmup, Scenarios: b.opts.Scenarios},
+	}
+	if err := b.preflight(ctx, rep); err != nil {
+		return nil, err
+	}
+	needServer := slices.ContainsFunc(b.opts.Scenarios, func(s string) bool { return s != scDockerRun })
+	if needServer {
+		if err := b.startServer(ctx); err != nil {
+			return nil, err
+		}
+		defer func() {
+			left, cerr := b.stopServer()
+			rep.LeftBehind = left
+			if err == nil && cerr != nil {
+				err = cerr
+			}
+			rep.ElapsedSecs = time.Since(start).Seconds()
+		}()
+		rep.Notes = append(rep.Notes, fmt.Sprintf("client: official go-sdk (github.com/modelcontextprotocol/go-sdk) over stdio to this binary (pid %d); latency is measured around CallTool", b.serverPID))
+	}
+	if b.opts.Interval > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("latency scenarios pause %v between calls", b.opts.Interval))
+	} else {
+		rep.Notes = append(rep.Notes, "latency scenarios issue calls back to back (-interval 0)")
+	}
+
+	if b.opts.has(scTransient) {
+		if err := b.latencyScenario(ctx, rep, keyTransient, "execute-transient", printCode, printWant); err != nil {
+			return rep, err
+		}
+	}
+	if b.opts.has(scPandas) {
+		if err := b.latencyScenario(ctx, rep, keyPandas, "execute-transient", pandasCode, pandasWant); err != nil {
+			return rep, err
+		}
+	}
+	if b.opts.has(scPersistent) {
+		if err := b.persistentScenario(ctx, rep); err != nil {
+			return rep, err
+		}
+	}
+	if b.opts.has(scDockerRun) {
+		if err := b.dockerRunScenario(ctx, rep); err != nil {
+			return rep, err
+		}
+	}
+	if b.opts.has(scThroughput) {
+		if err := b.throughputScenario(ctx, rep); err != nil {
+			return rep, err
+		}
+	}
+	if b.opts.has(scMemory) {
+		if err := b.memoryScenario(ctx, rep); err != nil {
+			return rep, err
+		}
+	}
+	rep.Goals = goals(rep)
+	rep.ElapsedSecs = time.Since(start).Seconds()
+	return rep, nil
+}
+
+// preflight checks that Docker, the docker CLI (when needed) and the image
+// are there, so a missing piece is one clear error rather than failed calls.
+func (b *bencher) preflight(ctx context.Context, rep *benchReport) error {
+	if b.opts.has(scDockerRun) || b.opts.has(scMemory) {
+		if _, err := exec.LookPath("docker"); err != nil {
+			return benchFail(exitDocker, "the docker CLI is not in PATH; the %s and %s scenarios run it (install it, or leave them out with -scenarios)", scDockerRun, scMemory)
+		}
+		out, err := exec.CommandContext(ctx, "docker", "version", "--format", "{{.Server.Version}}").Output()
+		if err == nil {
+			rep.DockerVer = strings.TrimSpace(string(out))
+		}
+	}
+	cli, err := dockerClient(ctx)
+	if err != nil {
+		return benchFail(exitDocker, "%v", err)
+	}
+	defer cli.Close()
+	if _, err := cli.ImageInspect(ctx, b.cfg.Docker.Image); err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return benchFail(exitDocker, "sandbox image %s is not there: build it with `python-docker-mcp image build` (or set docker.image to an image with python3)", b.cfg.Docker.Image)
+		}
+		return benchFail(exitDocker, "inspect image %s: %v", b.cfg.Docker.Image, err)
+	}
+	if rep.DockerVer == "" {
+		if v, err := cli.ServerVersion(ctx, client.ServerVersionOptions{}); err == nil {
+			rep.DockerVer = v.Version
+		}
+	}
+	return nil
+}
+
+// serverArgs are the arguments the child server gets: the same config file
+// and overrides as this command, then serve.
+func serverArgs(g *global) []string {
+	var args []string
+	if g.configFile != "" {
+		args = append(args, "--config", g.configFile)
+	}
+	keys := make([]string, 0, len(g.flags))
+	for k := range g.flags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, "--set", k+"="+g.flags[k])
+	}
+	return append(args, "serve")
+}
+
+func (b *bencher) startServer(ctx context.Context) error {
+	self, err := os.Executable()
+	if err != nil {
+		return benchFail(exitFail, "find this binary to start it as the server: %v", err)
+	}
+	cmd := exec.Command(self, serverArgs(b.g)...)
+	b.serverErr = &tailBuffer{max: 64 << 10}
+	cmd.Stderr = b.serverErr
+	c := sdk.NewClient(&sdk.Implementation{Name: "python-docker-mcp-bench", Version: version}, nil)
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	b.logf("starting %s %s", self, strings.Join(cmd.Args[1:], " "))
+	cs, err := c.Connect(cctx, &sdk.CommandTransport{Command: cmd, TerminateDuration: 30 * time.Second}, nil)
+	if err != nil {
+		return benchFail(exitFail, "start the server over stdio: %v\nserver stderr:\n%s", err, b.serverErr.String())
+	}
+	b.cs = cs
+	b.serverPID = cmd.Process.Pid
+	return nil
+}
+
+// stopServer closes the session (the server removes its sandboxes when its
+// stdin closes) and counts the server's containers still present.
+func (b *bencher) stopServer() (int, error) {
+	if b.cs == nil {
+		return 0, nil
+	}
+	if b.sessionID != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		res, err := b.cs.CallTool(ctx, &sdk.CallToolParams{Name: "cleanup-session", Arguments: map[string]any{"session_id": b.sessionID}})
+		cancel()
+		if err != nil || res.IsError {
+			b.logf("cleanup-session %s failed (%v %s); the server removes it on exit", b.sessionID, err, resultText(res))
+		}
+		b.sessionID = ""
+	}
+	b.logf("closing the server")
+	if err := b.cs.Close(); err != nil {
+		b.logf("server exit: %v", err)
+	}
+	b.cs = nil
+	cli, err := dockerClient(context.Background())
+	if err != nil {
+		return 0, benchFail(exitDocker, "check for leftover sandboxes: %v", err)
+	}
+	defer cli.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ids, err := b.serverContainers(context.Background(), cli)
+		if err != nil {
+			return 0, benchFail(exitDocker, "check for leftover sandboxes: %v", err)
+		}
+		if len(ids) == 0 {
+			return 0, nil
+		}
+		if time.Now().After(deadline) {
+			return len(ids), benchFail(exitFail, "%d sandbox container(s) of the server (label python-docker-mcp.pid=%d) still exist after it exited: %s", len(ids), b.serverPID, strings.Join(ids, " "))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// serverContainers lists the IDs of the child server's sandboxes, running or
+// not.
+func (b *bencher) serverContainers(ctx context.Context, cli *client.Client) ([]string, error) {
+	l, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).
+		Add("label", "python-docker-mcp.kind").
+		Add("label", "python-docker-mcp.pid="+strconv.Itoa(b.serverPID))})
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, c := range l.Items {
+		ids = append(ids, c.ID[:12])
+	}
+	return ids, nil
+}
+
+// call runs one tool call and returns its latency in ms, the runner's
+// duration_ms, and the structured content. A failed call is an error that
+// quotes the result.
+func (b *bencher) call(ctx context.Context, tool string, args map[string]any, wantStdout string) (float64, float64, map[string]any, error) {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	res, err := b.cs.CallTool(cctx, &sdk.CallToolParams{Name: tool, Arguments: args})
+	ms := float64(time.Since(t0)) / float64(time.Millisecond)
+	if err != nil {
+		return ms, 0, nil, fmt.Errorf("%s: %v", tool, err)
+	}
+	sc := map[string]any{}
+	if raw, err := json.Marshal(res.StructuredContent); err == nil {
+		json.Unmarshal(raw, &sc)
+	}
+	if res.IsError {
+		return ms, 0, sc, fmt.Errorf("%s returned an error: %s", tool, resultText(res))
+	}
+	if got, _ := sc["stdout"].(string); got != wantStdout {
+		return ms, 0, sc, fmt.Errorf("%s: stdout %q, want %q", tool, got, wantStdout)
+	}
+	d, _ := sc["duration_ms"].(float64)
+	return ms, d, sc, nil
+}
+
+func resultText(r *sdk.CallToolResult) string {
+	if r == nil {
+		return ""
+	}
+	var s strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			s.WriteString(tc.Text)
+		}
+	}
+	return strings.TrimSpace(s.String())
+}
+
+func (b *bencher) pause(ctx context.Context) error {
+	if b.opts.Interval <= 0 {
+		return ctx.Err()
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(b.opts.Interval):
+		return nil
+	}
+}
+
+func (b *bencher) callFailed(err error) error {
+	return benchFail(exitFail, "%v\nserver stderr (last lines):\n%s", err, lastLines(b.serverErr.String(), 20))
+}
+
+func (b *bencher) latencyScenario(ctx context.Context, rep *benchReport, key, tool, code, want string) error {
+	args := map[string]any{"code": code}
+	b.logf("%s: %d warm-up + %d calls", key, b.opts.Warmup, b.opts.N)
+	for range b.opts.Warmup {
+		if _, _, _, err := b.call(ctx, tool, args, want); err != nil {
+			return b.callFailed(err)
+		}
+	}
+	var lat, codeMS []float64
+	for range b.opts.N {
+		if err := b.pause(ctx); err != nil {
+			return err
+		}
+		ms, d, _, err := b.call(ctx, tool, args, want)
+		if err != nil {
+			return b.callFailed(err)
+		}
+		lat = append(lat, ms)
+		codeMS = append(codeMS, d)
+	}
+	rep.Latency[key] = summarize(lat)
+	rep.CodeMS[key] = summarize(codeMS)
+	return nil
+}
+
+func (b *bencher) persistentScenario(ctx context.Context, rep *benchReport) error {
+	b.logf("%s: create a session, %d warm-up + %d calls", keyPersistent, b.opts.Warmup, b.opts.N)
+	_, _, sc, err := b.call(ctx, "execute-persistent", map[string]any{"code": printCode}, printWant)
+	if err != nil {
+		return b.callFailed(err)
+	}
+	id, _ := sc["session_id"].(string)
+	if id == "" {
+		return b.callFailed(errors.New("execute-persistent created a session but returned no session_id"))
+	}
+	b.sessionID = id
+	args := map[string]any{"code": printCode, "session_id": id}
+	for range b.opts.Warmup {
+		if _, _, _, err := b.call(ctx, "execute-persistent", args, printWant); err != nil {
+			return b.callFailed(err)
+		}
+	}
+	var lat, codeMS, over []float64
+	for range b.opts.N {
+		if err := b.pause(ctx); err != nil {
+			return err
+		}
+		ms, d, _, err := b.call(ctx, "execute-persistent", args, printWant)
+		if err != nil {
+			return b.callFailed(err)
+		}
+		lat = append(lat, ms)
+		codeMS = append(codeMS, d)
+		over = append(over, ms-d)
+	}
+	rep.Latency[keyPersistent] = summarize(lat)
+	rep.CodeMS[keyPersistent] = summarize(codeMS)
+	rep.Latency[keyOverhead] = summarize(over)
+	rep.Notes = append(rep.Notes, "persistent overhead = client latency - duration_ms (the runner's own measure of the code) per call, then percentiles")
+	return nil
+}
+
+// dockerRunScenario runs the baseline with the docker CLI (os/exec): the
+// time of one `docker run --rm --network none IMAGE python3 -c CODE`.
+func (b *bencher) dockerRunScenario(ctx context.Context, rep *benchReport) error {
+	for _, s := range []struct{ key, code, want string }{
+		{keyDockerPrint, printCode, printWant},
+		{keyDockerPd, pandasCode, pandasWant},
+	} {
+		b.logf("%s: 1 warm-up + %d runs", s.key, b.opts.BaselineN)
+		var lat []float64
+		for i := range b.opts.BaselineN + 1 {
+			ms, err := dockerRun(ctx, b.cfg.Docker.Image, s.code, s.want)
+			if err != nil {
+				return benchFail(exitDocker, "%s: %v", s.key, err)
+			}
+			if i > 0 {
+				lat = append(lat, ms)
+			}
+		}
+		rep.Latency[s.key] = summarize(lat)
+	}
+	rep.Notes = append(rep.Notes, fmt.Sprintf("baseline: docker CLI via os/exec, `docker run --rm --network none IMAGE python3 -c CODE`, %d runs per snippet after 1 warm-up (fewer than -n to save time)", b.opts.BaselineN))
+	return nil
+}
+
+func dockerRun(ctx context.Context, image, code, want string) (float64, error) {
+	name := "pdm-bench-" + randomName()
+	cmd := exec.CommandContext(ctx, "docker", "run", "--rm", "--network", "none", "--name", name,
+		"--label", "python-docker-mcp.test=1", image, "python3", "-c", code)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	t0 := time.Now()
+	err := cmd.Run()
+	ms := float64(time.Since(t0)) / float64(time.Millisecond)
+	if err != nil {
+		// The CLI may be gone while the container lives on: remove it.
+		exec.Command("docker", "rm", "-f", name).Run()
+		return ms, fmt.Errorf("docker run: %v: %s", err, strings.TrimSpace(errb.String()))
+	}
+	if out.String() != want {
+		return ms, fmt.Errorf("docker run printed %q, want %q (stderr: %s)", out.String(), want, strings.TrimSpace(errb.String()))
+	}
+	return ms, nil
+}
+
+func randomName() string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// throughputScenario measures calls/s of transient print(1) with c client
+// goroutines sharing the one MCP stdio session, each issuing calls back to
+// back for the configured duration.
+func (b *bencher) throughputScenario(ctx context.Context, rep *benchReport) error {
+	args := map[string]any{"code": printCode}
+	for i, c := range b.opts.Concurrency {
+		if i > 0 {
+			// Let the pool refill between levels, so each level starts alike.
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(3 * time.Second):
+			}
+		}
+		b.logf("throughput: %d client(s) for %v", c, b.opts.Duration)
+		var (
+			mu       sync.Mutex
+			lat      []float64
+			errs     int
+			firstErr error
+			wg       sync.WaitGroup
+		)
+		t0 := time.Now()
+		stopAt := t0.Add(b.opts.Duration)
+		for range c {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(stopAt) && ctx.Err() == nil {
+					ms, _, _, err := b.call(ctx, "execute-transient", args, printWant)
+					mu.Lock()
+					if err != nil {
+						errs++
+						if firstErr == nil {
+							firstErr = err
+						}
+					} else {
+						lat = append(lat, ms)
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		secs := time.Since(t0).Seconds()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		l := summarize(lat)
+		l.Errors = errs
+		rep.Throughput = append(rep.Throughput, throughputLevel{
+			Clients: c, Calls: len(lat), Errors: errs, Seconds: secs,
+			CallsPerSec: float64(len(lat)) / secs, Latency: l,
+		})
+		if firstErr != nil {
+			b.logf("throughput: %d of %d calls failed; first: %v", errs, errs+len(lat), firstErr)
+		}
+	}
+	rep.Notes = append(rep.Notes, fmt.Sprintf("throughput: N goroutines share the one MCP stdio session, each calling execute-transient print(1) back to back for %v; calls/s = successful calls / time until the last call returned; 3 s pause between levels", b.opts.Duration),
+		"the server's stdio transport (mcp-go) runs at most 5 tool calls at once by default (its worker pool): more clients queue in the server")
+	return nil
+}
+
+// memoryScenario reads `docker stats --no-stream` (docker CLI) of the
+// server's sandboxes while no call is running: pooled transient sandboxes
+// waiting for code, and the persistent session (one is created if the
+// persistent scenario did not run).
+func (b *bencher) memoryScenario(ctx context.Context, rep *benchReport) error {
+	if b.sessionID == "" {
+		_, _, sc, err := b.call(ctx, "execute-persistent", map[string]any{"code": printCode}, printWant)
+		if err != nil {
+			return b.callFailed(err)
+		}
+		b.sessionID, _ = sc["session_id"].(string)
+	}
+	b.logf("memory: waiting 5 s for the server to be idle, then docker stats")
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(5 * time.Second):
+	}
+	out, err := exec.CommandContext(ctx, "docker", "ps", "--no-trunc",
+		"--filter", "label=python-docker-mcp.kind",
+		"--filter", "label=python-docker-mcp.pid="+strconv.Itoa(b.serverPID),
+		"--format", `{{.ID}}	{{.Label "python-docker-mcp.kind"}}`).Output()
+	if err != nil {
+		return benchFail(exitDocker, "docker ps: %v", err)
+	}
+	kinds := map[string]string{}
+	var ids []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		id, kind, ok := strings.Cut(line, "\t")
+		if !ok {
+			continue
+		}
+		kinds[id[:12]] = kind
+		ids = append(ids, id)
+	}
+	if len(ids) == 0 {
+		rep.Notes = append(rep.Notes, "memory: the server had no idle sandbox to measure")
+		return nil
+	}
+	out, err = exec.CommandContext(ctx, "docker", append([]string{"stats", "--no-stream", "--format", "{{.ID}}\t{{.MemUsage}}"}, ids...)...).Output()
+	if err != nil {
+		return benchFail(exitDocker, "docker stats: %v", err)
+	}
+	mem, err := parseStats(string(out))
+	if err != nil {
+		return benchFail(exitDocker, "docker stats: %v", err)
+	}
+	byKind := map[string][]float64{}
+	for id, used := range mem {
+		k := kinds[id[:min(12, len(id))]]
+		if k == "" {
+			k = "unknown"
+		}
+		byKind[k] = append(byKind[k], used/(1<<20))
+	}
+	var ks []string
+	for k := range byKind {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	for _, k := range ks {
+		v := byKind[k]
+		l := summarize(v)
+		mk := memoryKind{Kind: k, Count: len(v), MeanMiB: l.Mean, MinMiB: l.Min, MaxMiB: l.Max}
+		switch k {
+		case "transient":
+			mk.Comments = "idle pooled sandboxes (runner waiting, preload imported)"
+		case "persistent":
+			mk.Comments = "the bench's idle session (after print(1))"
+		}
+		rep.Memory = append(rep.Memory, mk)
+	}
+	rep.Notes = append(rep.Notes, "memory: docker CLI `docker stats --no-stream` MemUsage of the server's containers (label python-docker-mcp.pid), 5 s after the last call")
+	return nil
+}
+
+// parseStats reads lines of "ID<TAB>USED / LIMIT" and returns used bytes by
+// ID.
+func parseStats(s string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		id, usage, ok := strings.Cut(line, "\t")
+		if !ok {
+			return nil, fmt.Errorf("line %q: want ID<TAB>MEM USAGE", line)
+		}
+		used, _, _ := strings.Cut(usage, "/")
+		v, err := parseDockerSize(used)
+		if err != nil {
+			return nil, fmt.Errorf("line %q: %v", line, err)
+		}
+		out[strings.TrimSpace(id)] = v
+	}
+	return out, nil
+}
+
+// ratio is a / b, NaN when either is missing.
+func ratio(a, b float64) float64 {
+	if math.IsNaN(a) || math.IsNaN(b) || b == 0 {
+		return math.NaN()
+	}
+	return a / b
+}
+
+func p50(rep *benchReport, key string) float64 {
+	l, ok := rep.Latency[key]
+	if !ok {
+		return math.NaN()
+	}
+	return l.P50
+}
+
+// goals judges the warm-pool issue's goals against the report.
+func goals(rep *benchReport) []goal {
+	mk := func(name, target, unit string, v float64, met func(float64) bool) goal {
+		g := goal{Name: name, Target: target, Unit: unit}
+		if !math.IsNaN(v) {
+			r := math.Round(v*100) / 100
+			m := met(v)
+			g.Measured, g.Met = &r, &m
+		}
+		return g
+	}
+	return []goal{
+		mk("execute-transient print(1) p50", "<= 10 ms", "ms", p50(rep, keyTransient), func(v float64) bool { return v <= goalTransientP50MS }),
+		mk("docker run p50 / transient print(1) p50", ">= 20x", "x", ratio(p50(rep, keyDockerPrint), p50(rep, keyTransient)), func(v float64) bool { return v >= goalPrintRatio }),
+		mk("docker run p50 / transient pandas p50", ">= 50x", "x", ratio(p50(rep, keyDockerPd), p50(rep, keyPandas)), func(v float64) bool { return v >= goalPandasRatio }),
+		mk("persistent overhead p50 (latency - duration_ms)", "<= 2 ms", "ms", p50(rep, keyOverhead), func(v float64) bool { return v <= goalPersistentOverMS }),
+	}
+}
+
+func fmtMS(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	if v < 10 {
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64)
+}
+
+func printReport(w io.Writer, rep *benchReport) {
+	fmt.Fprintf(w, "python-docker-mcp bench  %s\n", rep.Started.Format(time.RFC3339))
+	fmt.Fprintf(w, "image %s, docker %s, %d CPUs, pool enabled=%v size=%d preload=%s\n",
+		rep.Image, rep.DockerVer, rep.CPUs, rep.Pool.Enabled, rep.Pool.Size, strings.Join(rep.Pool.Preload, ","))
+	o := rep.Options
+	fmt.Fprintf(w, "n=%d per MCP scenario (+%d warm-up), baseline n=%d, scenarios=%s\n\n", o.N, o.Warmup, o.BaselineN, strings.Join(o.Scenarios, ","))
+
+	if len(rep.Latency) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "latency (ms)\tn\tp50\tp95\tp99\tmin\tmax\tcode p50 (duration_ms)\t")
+		for _, k := range latencyOrder {
+			l, ok := rep.Latency[k]
+			if !ok {
+				continue
+			}
+			code := "-"
+			if c, ok := rep.CodeMS[k]; ok {
+				code = fmtMS(c.P50)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", k, l.N, fmtMS(l.P50), fmtMS(l.P95), fmtMS(l.P99), fmtMS(l.Min), fmtMS(l.Max), code)
+		}
+		tw.Flush()
+		fmt.Fprintln(w)
+		type rr struct{ name, a, b string }
+		var lines []string
+		for _, r := range []rr{
+			{"docker run print(1) p50 / transient print(1) p50", keyDockerPrint, keyTransient},
+			{"docker run pandas p50 / transient pandas p50", keyDockerPd, keyPandas},
+			{"docker run print(1) p50 / persistent print(1) p50", keyDockerPrint, keyPersistent},
+		} {
+			if v := ratio(p50(rep, r.a), p50(rep, r.b)); !math.IsNaN(v) {
+				lines = append(lines, fmt.Sprintf("  %s = %.2fx", r.name, v))
+			}
+		}
+		if len(lines) > 0 {
+			fmt.Fprintln(w, "ratios:")
+			fmt.Fprintln(w, strings.Join(lines, "\n"))
+			fmt.Fprintln(w)
+		}
+	}
+
+	if len(rep.Throughput) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "throughput, transient print(1)\tcalls\terrors\tseconds\tcalls/s\tp50 ms\tp99 ms\t")
+		for _, t := range rep.Throughput {
+			fmt.Fprintf(tw, "%d client(s)\t%d\t%d\t%.1f\t%.2f\t%s\t%s\t\n", t.Clients, t.Calls, t.Errors, t.Seconds, t.CallsPerSec, fmtMS(t.Latency.P50), fmtMS(t.Latency.P99))
+		}
+		tw.Flush()
+		fmt.Fprintln(w)
+	}
+
+	if len(rep.Memory) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "memory per idle sandbox\tcount\tmean MiB\tmin\tmax\t")
+		for _, m := range rep.Memory {
+			fmt.Fprintf(tw, "%s: %s\t%d\t%.1f\t%.1f\t%.1f\t\n", m.Kind, m.Comments, m.Count, m.MeanMiB, m.MinMiB, m.MaxMiB)
+		}
+		tw.Flush()
+		fmt.Fprintln(w)
+	}
+
+	if len(rep.Goals) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "goal\ttarget\tmeasured\t")
+		for _, g := range rep.Goals {
+			m, verdict := "-", "not measured"
+			if g.Measured != nil {
+				m = fmt.Sprintf("%.2f %s", *g.Measured, g.Unit)
+				verdict = "not met"
+				if *g.Met {
+					verdict = "met"
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.Name, g.Target, m, verdict)
+		}
+		tw.Flush()
+		fmt.Fprintln(w)
+	}
+
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	fmt.Fprintf(w, "sandboxes of the server left after it exited: %d; total %.0f s\n", rep.LeftBehind, rep.ElapsedSecs)
+}
+
+// tailBuffer keeps the last max bytes written to it; safe for concurrent
+// use.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	if t == nil {
+		return ""
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

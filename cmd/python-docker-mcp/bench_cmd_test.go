@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/python-docker-mcp/python-docker-mcp/config"
+)
+
+func TestPercentile(t *testing.T) {
+	hundred := make([]float64, 100)
+	for i := range hundred {
+		hundred[i] = float64(i + 1)
+	}
+	tests := []struct {
+		name   string
+		sorted []float64
+		p      float64
+		want   float64
+	}{
+		{"single sample is every percentile", []float64{7}, 99, 7},
+		{"median of odd count is the middle", []float64{1, 2, 3, 4, 5}, 50, 3},
+		{"median of even count interpolates", []float64{1, 2, 3, 4}, 50, 2.5},
+		{"p0 is the minimum", []float64{3, 5, 9}, 0, 3},
+		{"p100 is the maximum", []float64{3, 5, 9}, 100, 9},
+		{"p50 of 1..100", hundred, 50, 50.5},
+		{"p95 of 1..100", hundred, 95, 95.05},
+		{"p99 of 1..100", hundred, 99, 99.01},
+		{"p25 interpolates between ranks", []float64{10, 20, 30, 40, 50}, 25, 20},
+		{"p10 interpolates within a gap", []float64{0, 100}, 10, 10},
+		{"above 100 clamps", []float64{1, 2}, 150, 2},
+		{"below 0 clamps", []float64{1, 2}, -5, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := percentile(tt.sorted, tt.p)
+			if math.Abs(got-tt.want) > 1e-9 {
+				t.Errorf("percentile(%v, %v) = %v, want %v", tt.sorted, tt.p, got, tt.want)
+			}
+		})
+	}
+	if got := percentile(nil, 50); !math.IsNaN(got) {
+		t.Errorf("percentile(nil, 50) = %v, want NaN", got)
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	in := []float64{5, 1, 4, 2, 3} // unsorted on purpose
+	got := summarize(in)
+	want := latency{N: 5, Min: 1, P50: 3, P95: 4.8, P99: 4.96, Max: 5, Mean: 3}
+	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b float64) bool { return math.Abs(a-b) < 1e-9 })); diff != "" {
+		t.Errorf("summarize(%v) (-want +got):\n%s", in, diff)
+	}
+	if diff := cmp.Diff([]float64{5, 1, 4, 2, 3}, in); diff != "" {
+		t.Errorf("summarize changed its input (-want +got):\n%s", diff)
+	}
+	empty := summarize(nil)
+	if empty.N != 0 || !math.IsNaN(empty.P50) || !math.IsNaN(empty.Mean) {
+		t.Errorf("summarize(nil) = %+v, want N 0 and NaN figures", empty)
+	}
+	b, err := empty.MarshalJSON()
+	if err != nil || !strings.Contains(string(b), `"p50_ms":null`) {
+		t.Errorf("empty latency as JSON = %s, %v; want p50_ms null", b, err)
+	}
+}
+
+func TestParseBenchArgs(t *testing.T) {
+	defaults := benchOptions{
+		N: 200, BaselineN: 30, Concurrency: []int{1, 4, 16}, Duration: 10 * time.Second,
+		Warmup: 3, Scenarios: allScenarios,
+	}
+	tests := []struct {
+		args []string
+		want benchOptions
+	}{
+		{nil, defaults},
+		{[]string{"-n", "50"}, func() benchOptions { o := defaults; o.N, o.BaselineN = 50, 30; return o }()},
+		{[]string{"-n", "10"}, func() benchOptions { o := defaults; o.N, o.BaselineN = 10, 10; return o }()},
+		{[]string{"-n", "10", "-baseline-n", "3"}, func() benchOptions { o := defaults; o.N, o.BaselineN = 10, 3; return o }()},
+		{[]string{"-concurrency", "2, 8,2"}, func() benchOptions { o := defaults; o.Concurrency = []int{2, 8}; return o }()},
+		{[]string{"-json", "-duration", "2s", "-interval", "50ms", "-warmup", "0"}, func() benchOptions {
+			o := defaults
+			o.JSON, o.Duration, o.Interval, o.Warmup = true, 2*time.Second, 50*time.Millisecond, 0
+			return o
+		}()},
+		{[]string{"-scenarios", "memory,transient"}, func() benchOptions {
+			o := defaults
+			o.Scenarios = []string{scTransient, scMemory} // in run order, not flag order
+			return o
+		}()},
+		{[]string{"-scenarios", "docker-run,all"}, defaults},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			got, err := parseBenchArgs(tt.args)
+			if err != nil {
+				t.Fatalf("parseBenchArgs(%q): %v", tt.args, err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("parseBenchArgs(%q) (-want +got):\n%s", tt.args, diff)
+			}
+		})
+	}
+}
+
+func TestParseBenchArgsErrors(t *testing.T) {
+	tests := []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"-n", "0"}, "-n must be at least 1"},
+		{[]string{"-concurrency", "1,x"}, `"x" is not a positive integer`},
+		{[]string{"-concurrency", "0"}, `"0" is not a positive integer`},
+		{[]string{"-concurrency", "1000"}, "over the maximum of 256"},
+		{[]string{"-scenarios", "transient,nope"}, `unknown scenario "nope"`},
+		{[]string{"-duration", "0s"}, "-duration must be positive"},
+		{[]string{"-interval", "-1s"}, "-interval must not be negative"},
+		{[]string{"-baseline-n", "-2"}, "-baseline-n must not be negative"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"-bogus"}, "flag provided but not defined"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			_, err := parseBenchArgs(tt.args)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("parseBenchArgs(%q) = %v, want an error containing %q", tt.args, err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestParseDockerSize(t *testing.T) {
+	tests := []struct {
+		in   string
+		want float64
+	}{
+		{"0B", 0},
+		{"512B", 512},
+		{"980kB", 980e3},
+		{"12.5MiB", 12.5 * (1 << 20)},
+		{" 1.5GiB ", 1.5 * (1 << 30)},
+		{"3MB", 3e6},
+	}
+	for _, tt := range tests {
+		got, err := parseDockerSize(tt.in)
+		if err != nil || got != tt.want {
+			t.Errorf("parseDockerSize(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "MiB", "12XB", "1.2.3MiB"} {
+		if got, err := parseDockerSize(bad); err == nil {
+			t.Errorf("parseDockerSize(%q) = %v, want an error", bad, got)
+		}
+	}
+}
+
+func TestParseStats(t *testing.T) {
+	got, err := parseStats("abc123\t12.5MiB / 512MiB\ndef456\t800KiB / 512MiB\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"abc123": 12.5 * (1 << 20), "def456": 800 * (1 << 10)}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("parseStats (-want +got):\n%s", diff)
+	}
+	if _, err := parseStats("abc123 12MiB"); err == nil {
+		t.Error("parseStats of a line without a tab: got no error")
+	}
+}
+
+func TestServerArgs(t *testing.T) {
+	g := &global{configFile: "/etc/pdm.yaml", flags: map[string]string{"pool.size": "4", "docker.image": "img:1"}}
+	got := serverArgs(g)
+	want := []string{"--config", "/etc/pdm.yaml", "--set", "docker.image=img:1", "--set", "pool.size=4", "serve"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("serverArgs (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"serve"}, serverArgs(&global{flags: map[string]string{}})); diff != "" {
+		t.Errorf("serverArgs without flags (-want +got):\n%s", diff)
+	}
+}
+
+func TestGoals(t *testing.T) {
+	rep := &benchReport{Latency: map[string]latency{
+		keyTransient:   {P50: 8},
+		keyDockerPrint: {P50: 240},
+		keyPandas:      {P50: 30},
+		keyDockerPd:    {P50: 1200},
+	}}
+	got := goals(rep)
+	type verdict struct {
+		Measured *float64
+		Met      *bool
+	}
+	f := func(v float64) *float64 { return &v }
+	b := func(v bool) *bool { return &v }
+	want := []verdict{{f(8), b(true)}, {f(30), b(true)}, {f(40), b(false)}, {nil, nil}}
+	var gotV []verdict
+	for _, g := range got {
+		gotV = append(gotV, verdict{g.Measured, g.Met})
+	}
+	if diff := cmp.Diff(want, gotV); diff != "" {
+		t.Errorf("goals (-want +got):\n%s", diff)
+	}
+}
+
+func TestBenchUsageErrors(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := runBench(t.Context(), &global{flags: map[string]string{}}, config.Default(), []string{"-n", "-3"}, &stdout, &stderr)
+	if code != exitUsage || !strings.Contains(stderr.String(), "-n must be at least 1") || !strings.Contains(stderr.String(), "-concurrency") {
+		t.Errorf("runBench -n -3 = %d, stderr %q; want exit %d with the error and the flags", code, stderr.String(), exitUsage)
+	}
+}
