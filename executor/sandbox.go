@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -43,7 +44,8 @@ type sandbox struct {
 	frames chan frameOrErr
 	stderr *tailBuffer
 	nextID uint64
-	dead   bool
+	dead   atomic.Bool
+	once   sync.Once // destroy runs once
 }
 
 type frameOrErr struct {
@@ -158,12 +160,14 @@ func (e *Executor) destroy(sb *sandbox) {
 	if sb == nil {
 		return
 	}
-	sb.dead = true
-	if sb.conn.Conn != nil {
-		sb.conn.Close()
-	}
-	e.removeContainer(sb.id)
-	e.untrack(sb)
+	sb.dead.Store(true)
+	sb.once.Do(func() {
+		if sb.conn.Conn != nil {
+			sb.conn.Close()
+		}
+		e.removeContainer(sb.id)
+		e.untrack(sb)
+	})
 }
 
 func (e *Executor) removeContainer(id string) {

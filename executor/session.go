@@ -233,26 +233,16 @@ func (e *Executor) Persistent(ctx context.Context, sessionID string, req Request
 	}
 	defer e.release(s, true)
 
-	if s.sb == nil {
-		sb, err := e.start(ctx, sandboxMeta{Kind: KindPersistent, Session: s.id, Owner: s.owner, Created: s.created}, s.lim)
-		if err != nil {
-			if sessionID == "" {
-				e.drop(s)
-			}
-			return nil, s.id, err
+	sb, err := e.sessionSandbox(ctx, s)
+	if err != nil {
+		if sessionID == "" {
+			e.drop(s)
+			return nil, "", err
 		}
-		e.mu.Lock()
-		if s.closed {
-			e.mu.Unlock()
-			e.destroy(sb)
-			return nil, s.id, fmt.Errorf("%w: %q was cleaned up", ErrUnknownSession, s.id)
-		}
-		s.sb = sb
-		e.mu.Unlock()
+		return nil, s.id, err
 	}
-	sb := s.sb
 	res, err := e.run(ctx, sb, req, lim, false)
-	if sb.dead {
+	if sb.dead.Load() {
 		e.mu.Lock()
 		if s.sb == sb {
 			s.sb = nil
@@ -262,11 +252,35 @@ func (e *Executor) Persistent(ctx context.Context, sessionID string, req Request
 	if err != nil {
 		return nil, s.id, err
 	}
-	if sb.dead {
+	if sb.dead.Load() {
 		res.StateLost = true
 	}
 	res.SessionID = s.id
 	return res, s.id, nil
+}
+
+// sessionSandbox returns the session's sandbox, starting one when there is
+// none yet or the last one was killed. The caller holds the session token.
+func (e *Executor) sessionSandbox(ctx context.Context, s *session) (*sandbox, error) {
+	e.mu.Lock()
+	sb := s.sb
+	e.mu.Unlock()
+	if sb != nil {
+		return sb, nil
+	}
+	sb, err := e.start(ctx, sandboxMeta{Kind: KindPersistent, Session: s.id, Owner: s.owner, Created: s.created}, s.lim)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	if s.closed {
+		e.mu.Unlock()
+		e.destroy(sb)
+		return nil, fmt.Errorf("%w: %q was cleaned up", ErrUnknownSession, s.id)
+	}
+	s.sb = sb
+	e.mu.Unlock()
+	return sb, nil
 }
 
 // drop forgets a session that never got a sandbox.
@@ -342,18 +356,12 @@ func (e *Executor) fileOp(ctx context.Context, owner, sessionID string, frame ma
 		return nil, err
 	}
 	defer e.release(s, true)
-	if s.sb == nil {
-		sb, err := e.start(ctx, sandboxMeta{Kind: KindPersistent, Session: s.id, Owner: s.owner, Created: s.created}, s.lim)
-		if err != nil {
-			return nil, err
-		}
-		e.mu.Lock()
-		s.sb = sb
-		e.mu.Unlock()
+	sb, err := e.sessionSandbox(ctx, s)
+	if err != nil {
+		return nil, err
 	}
-	sb := s.sb
 	resp, fail, err := e.roundTrip(ctx, sb, frame, 30*time.Second, false)
-	if sb.dead {
+	if sb.dead.Load() {
 		e.mu.Lock()
 		if s.sb == sb {
 			s.sb = nil
