@@ -21,6 +21,7 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
@@ -271,7 +272,7 @@ type benchReport struct {
 	Pool        config.Pool        `json:"pool"`
 	Options     benchOptionsJSON   `json:"options"`
 	Latency     map[string]latency `json:"latency"`     // by scenario key
-	CodeMS      map[string]latency `json:"codeMSms"`    // duration_ms reported by the runner, by scenario key
+	CodeMS      map[string]latency `json:"code_ms"`     // duration_ms reported by the runner, by scenario key
 	Throughput  []throughputLevel  `json:"throughput"`  // one per concurrency level
 	Memory      []memoryKind       `json:"memory"`      // per sandbox kind
 	Goals       []goal             `json:"goals"`       // the warm-pool issue's goals
@@ -445,6 +446,9 @@ func (b *bencher) run(ctx context.Context) (rep *benchReport, err error) {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("latency scenarios pause %v between calls", b.opts.Interval))
 	} else {
 		rep.Notes = append(rep.Notes, "latency scenarios issue calls back to back (-interval 0)")
+		if b.cfg.Pool.Enabled {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("back-to-back transient calls can empty the warm pool (pool.size=%d) faster than it refills; -interval spaces them to measure a call that finds a sandbox waiting", b.cfg.Pool.Size))
+		}
 	}
 
 	if b.opts.has(scTransient) {
@@ -990,8 +994,7 @@ func printReport(w io.Writer, rep *benchReport) {
 	fmt.Fprintf(w, "n=%d per MCP scenario (+%d warm-up), baseline n=%d, scenarios=%s\n\n", o.N, o.Warmup, o.BaselineN, strings.Join(o.Scenarios, ","))
 
 	if len(rep.Latency) > 0 {
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "latency (ms)\tn\tp50\tp95\tp99\tmin\tmax\tcode p50 (duration_ms)\t")
+		rows := [][]string{{"latency (ms)", "n", "p50", "p95", "p99", "min", "max", "code p50"}}
 		for _, k := range latencyOrder {
 			l, ok := rep.Latency[k]
 			if !ok {
@@ -1001,51 +1004,49 @@ func printReport(w io.Writer, rep *benchReport) {
 			if c, ok := rep.CodeMS[k]; ok {
 				code = fmtMS(c.P50)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", k, l.N, fmtMS(l.P50), fmtMS(l.P95), fmtMS(l.P99), fmtMS(l.Min), fmtMS(l.Max), code)
+			rows = append(rows, []string{k, strconv.Itoa(l.N), fmtMS(l.P50), fmtMS(l.P95), fmtMS(l.P99), fmtMS(l.Min), fmtMS(l.Max), code})
 		}
-		tw.Flush()
+		writeTable(w, rows)
+		fmt.Fprintln(w, "(code p50: the runner's own duration_ms of the code, inside the sandbox)")
 		fmt.Fprintln(w)
-		type rr struct{ name, a, b string }
-		var lines []string
-		for _, r := range []rr{
-			{"docker run print(1) p50 / transient print(1) p50", keyDockerPrint, keyTransient},
-			{"docker run pandas p50 / transient pandas p50", keyDockerPd, keyPandas},
-			{"docker run print(1) p50 / persistent print(1) p50", keyDockerPrint, keyPersistent},
+		rows = [][]string{{"ratio of p50s", "measured"}}
+		for _, r := range []struct{ name, a, b string }{
+			{"docker run print(1) / execute-transient print(1)", keyDockerPrint, keyTransient},
+			{"docker run pandas / execute-transient pandas", keyDockerPd, keyPandas},
+			{"docker run print(1) / execute-persistent print(1)", keyDockerPrint, keyPersistent},
 		} {
 			if v := ratio(p50(rep, r.a), p50(rep, r.b)); !math.IsNaN(v) {
-				lines = append(lines, fmt.Sprintf("  %s = %.2fx", r.name, v))
+				rows = append(rows, []string{r.name, fmt.Sprintf("%.2fx", v)})
 			}
 		}
-		if len(lines) > 0 {
-			fmt.Fprintln(w, "ratios:")
-			fmt.Fprintln(w, strings.Join(lines, "\n"))
+		if len(rows) > 1 {
+			writeTable(w, rows)
 			fmt.Fprintln(w)
 		}
 	}
 
 	if len(rep.Throughput) > 0 {
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "throughput, transient print(1)\tcalls\terrors\tseconds\tcalls/s\tp50 ms\tp99 ms\t")
+		rows := [][]string{{"throughput, transient print(1)", "calls", "errors", "seconds", "calls/s", "p50 ms", "p99 ms"}}
 		for _, t := range rep.Throughput {
-			fmt.Fprintf(tw, "%d client(s)\t%d\t%d\t%.1f\t%.2f\t%s\t%s\t\n", t.Clients, t.Calls, t.Errors, t.Seconds, t.CallsPerSec, fmtMS(t.Latency.P50), fmtMS(t.Latency.P99))
+			rows = append(rows, []string{fmt.Sprintf("%d client(s)", t.Clients), strconv.Itoa(t.Calls), strconv.Itoa(t.Errors),
+				fmt.Sprintf("%.1f", t.Seconds), fmt.Sprintf("%.2f", t.CallsPerSec), fmtMS(t.Latency.P50), fmtMS(t.Latency.P99)})
 		}
-		tw.Flush()
+		writeTable(w, rows)
 		fmt.Fprintln(w)
 	}
 
 	if len(rep.Memory) > 0 {
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "memory per idle sandbox\tcount\tmean MiB\tmin\tmax\t")
+		rows := [][]string{{"memory per idle sandbox", "count", "mean MiB", "min", "max"}}
 		for _, m := range rep.Memory {
-			fmt.Fprintf(tw, "%s: %s\t%d\t%.1f\t%.1f\t%.1f\t\n", m.Kind, m.Comments, m.Count, m.MeanMiB, m.MinMiB, m.MaxMiB)
+			rows = append(rows, []string{m.Kind + ": " + m.Comments, strconv.Itoa(m.Count),
+				fmt.Sprintf("%.1f", m.MeanMiB), fmt.Sprintf("%.1f", m.MinMiB), fmt.Sprintf("%.1f", m.MaxMiB)})
 		}
-		tw.Flush()
+		writeTable(w, rows)
 		fmt.Fprintln(w)
 	}
 
 	if len(rep.Goals) > 0 {
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "goal\ttarget\tmeasured\t")
+		rows := [][]string{{"goal", "target", "measured", "verdict"}}
 		for _, g := range rep.Goals {
 			m, verdict := "-", "not measured"
 			if g.Measured != nil {
@@ -1055,9 +1056,9 @@ func printReport(w io.Writer, rep *benchReport) {
 					verdict = "met"
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.Name, g.Target, m, verdict)
+			rows = append(rows, []string{g.Name, g.Target, m, verdict})
 		}
-		tw.Flush()
+		writeTable(w, rows)
 		fmt.Fprintln(w)
 	}
 
@@ -1065,6 +1066,32 @@ func printReport(w io.Writer, rep *benchReport) {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
 	fmt.Fprintf(w, "sandboxes of the server left after it exited: %d; total %.0f s\n", rep.LeftBehind, rep.ElapsedSecs)
+}
+
+// writeTable prints rows with the first column left-aligned and the others
+// right-aligned, two spaces apart.
+func writeTable(w io.Writer, rows [][]string) {
+	var width []int
+	for _, r := range rows {
+		for i, c := range r {
+			if i >= len(width) {
+				width = append(width, 0)
+			}
+			width[i] = max(width[i], utf8.RuneCountInString(c))
+		}
+	}
+	for _, r := range rows {
+		var b strings.Builder
+		for i, c := range r {
+			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(c))
+			if i == 0 {
+				b.WriteString(c + pad)
+			} else {
+				b.WriteString("  " + pad + c)
+			}
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
 }
 
 // tailBuffer keeps the last max bytes written to it; safe for concurrent

@@ -216,3 +216,14 @@ func TestBenchUsageErrors(t *testing.T) {
 		t.Errorf("runBench -n -3 = %d, stderr %q; want exit %d with the error and the flags", code, stderr.String(), exitUsage)
 	}
 }
+
+func TestWriteTable(t *testing.T) {
+	var b bytes.Buffer
+	writeTable(&b, [][]string{{"name", "n", "p50"}, {"execute-transient", "5", "1.25"}, {"x", "200", "10.0"}})
+	want := "name                 n   p50\n" +
+		"execute-transient    5  1.25\n" +
+		"x                  200  10.0\n"
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("writeTable (-want +got):\n%s", diff)
+	}
+}
