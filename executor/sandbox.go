@@ -97,7 +97,11 @@ func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (*sa
 	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
 	cfg, host := containerSpec(e.cfg.Docker, lim, meta)
-	created, err := e.docker.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host})
+	// Creation is not cancelled with ctx: a create aborted on the client side
+	// may still complete in the daemon and leave an untracked container.
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), startupTimeout)
+	created, err := e.docker.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host})
+	ccancel()
 	if err != nil {
 		return nil, e.dockerErr("create sandbox", err)
 	}
