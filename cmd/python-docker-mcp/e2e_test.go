@@ -390,7 +390,7 @@ func TestHTTP(t *testing.T) {
 // TestServesWhileImageBuilds checks the README's first command on a machine
 // without the image: MCP answers at once while the image builds in the
 // background, and the image exists afterwards. It builds a small image
-// (python3-minimal) under its own tag so the default one is left alone.
+// (python3 only) under its own tag so the default one is left alone.
 func TestServesWhileImageBuilds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow: builds an image with debootstrap")
@@ -406,7 +406,7 @@ func TestServesWhileImageBuilds(t *testing.T) {
 	cli.ImageRemove(context.Background(), ref, client.ImageRemoveOptions{Force: true})
 	defer cli.ImageRemove(context.Background(), ref, client.ImageRemoveOptions{Force: true})
 	start := time.Now()
-	c := stdioClient(t, "", []string{"--image", ref, "--set", "image.packages=python3-minimal", "--set", "pool.enabled=false"})
+	c := stdioClient(t, "", []string{"--image", ref, "--set", "image.packages=python3", "--set", "pool.enabled=false"})
 	if _, err := c.cs.ListTools(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
