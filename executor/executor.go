@@ -136,6 +136,8 @@ type Executor struct {
 	tombs    map[string]tomb
 	stop     chan struct{}
 	done     chan struct{}
+	pool     *pool
+	bg       sync.WaitGroup // pool upkeep, creations, background removals
 }
 
 // liveInstances are the executors of this process that are not closed: the
@@ -189,6 +191,13 @@ func newExecutor(ctx context.Context, cfg config.Config, docker dockerAPI, log *
 	}
 	liveInstances.Store(e.instance, true)
 	go e.reaper()
+	if e.pool = newPool(e, cfg.Pool); e.pool != nil {
+		e.bg.Add(1)
+		go func() {
+			defer e.bg.Done()
+			e.pool.run(e.stop)
+		}()
+	}
 	return e, nil
 }
 
@@ -279,7 +288,7 @@ func (e *Executor) Close(ctx context.Context) error {
 		}()
 	}
 	finished := make(chan struct{})
-	go func() { wg.Wait(); close(finished) }()
+	go func() { wg.Wait(); e.bg.Wait(); close(finished) }()
 	select {
 	case <-finished:
 	case <-ctx.Done():
@@ -342,15 +351,41 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 	if err != nil {
 		return nil, err
 	}
-	sb, err := e.start(ctx, sandboxMeta{Kind: KindTransient, Owner: req.Owner}, lim)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("start sandbox: %w", ctx.Err())
+	sb := e.pool.take(lim)
+	if sb == nil {
+		if sb, err = e.start(ctx, sandboxMeta{Kind: KindTransient, Owner: req.Owner}, lim); err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("start sandbox: %w", ctx.Err())
+			}
+			return nil, err
 		}
-		return nil, err
 	}
-	defer e.destroy(sb)
+	defer e.finish(sb)
 	return e.run(ctx, sb, req, lim, true)
+}
+
+// finish ends a transient sandbox after its one call: the runner is told to
+// exit (its processes end with it) and the container is removed in the
+// background; Close waits for those removals.
+func (e *Executor) finish(sb *sandbox) {
+	if sb.dead.Load() {
+		return
+	}
+	_ = writeFrame(sb.conn.Conn, map[string]any{"op": "exit"})
+	e.mu.Lock()
+	closed := e.closed
+	if !closed {
+		e.bg.Add(1)
+	}
+	e.mu.Unlock()
+	if closed {
+		e.destroy(sb)
+		return
+	}
+	go func() {
+		defer e.bg.Done()
+		e.destroy(sb)
+	}()
 }
 
 // run sends one run request to a started sandbox.

@@ -159,7 +159,7 @@ func TestCancellation(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || time.Since(t0) > 5*time.Second {
 		t.Errorf("cancelled transient run: %v after %s, want context.Canceled promptly", err, time.Since(t0))
 	}
-	if n := ourContainers(t, cli, ""); n != 0 {
+	if n := settled(t, cli, ""); n != 0 {
 		t.Errorf("%d containers after a cancelled transient run, want 0", n)
 	}
 
@@ -178,10 +178,12 @@ func TestCancellation(t *testing.T) {
 func TestClose(t *testing.T) {
 	cfg := config.Default()
 	cli := dockertest.RequireImage(t, cfg.Docker.Image)
+	cfg.Pool.Enabled = false
 	e, err := New(tctx(t, time.Minute), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { e.Close(context.Background()) })
 	for range 2 {
 		if _, _, err := e.Persistent(tctx(t, time.Minute), "", Request{Owner: "o", Code: "1"}); err != nil {
 			t.Fatal(err)

@@ -30,7 +30,7 @@ func TestTimeoutTransient(t *testing.T) {
 	if ran := time.Duration(res.DurationMS * float64(time.Millisecond)); ran > 3*time.Second {
 		t.Errorf("uninterruptible loop with a 1s timeout ran %s before it was killed (whole call %s), want within timeout + 2s", ran, took)
 	}
-	if n := ourContainers(t, cli, ""); n != 0 {
+	if n := settled(t, cli, ""); n != 0 {
 		t.Errorf("%d containers left", n)
 	}
 }

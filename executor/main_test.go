@@ -62,6 +62,7 @@ func newExec(t testing.TB, edit func(*config.Config)) (*Executor, *client.Client
 	t.Helper()
 	cfg := config.Default()
 	cli := dockertest.RequireImage(t, cfg.Docker.Image)
+	cfg.Pool.Enabled = false // pool tests turn it on
 	if edit != nil {
 		edit(&cfg)
 	}

@@ -48,6 +48,12 @@ type sandbox struct {
 	once   sync.Once // destroy runs once
 }
 
+// alive says the sandbox was not destroyed and its runner has not hung up
+// (an idle runner sends nothing, so anything pending is its end).
+func (sb *sandbox) alive() bool {
+	return !sb.dead.Load() && len(sb.frames) == 0
+}
+
 type frameOrErr struct {
 	data []byte
 	err  error
@@ -198,6 +204,7 @@ type runnerResponse struct {
 	Images          []Image         `json:"images"`
 	Files           []string        `json:"files"`
 	DurationMS      float64         `json:"duration_ms"`
+	Failed          []string        `json:"failed"`
 	Data            []byte          `json:"data"`
 	Entries         []struct {
 		Path    string `json:"path"`

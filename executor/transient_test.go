@@ -41,6 +41,21 @@ func ourContainers(t testing.TB, cli *client.Client, label string) int {
 	return len(list.Items)
 }
 
+// settled waits up to 10 s for this process's sandboxes (with label=value,
+// if given) to be removed, and returns how many are left. Transient
+// sandboxes are removed in the background right after their call.
+func settled(t testing.TB, cli *client.Client, label string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := ourContainers(t, cli, label)
+		if n == 0 || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func transient(t *testing.T, e *Executor, req Request) *Result {
 	t.Helper()
 	res, err := e.Transient(tctx(t, 2*time.Minute), req)
@@ -64,7 +79,7 @@ func TestTransientPrint(t *testing.T) {
 	if res.Stdout != "1\n" || res.Result != nil {
 		t.Errorf("stdout %q result %v, want \"1\\n\" and no result", res.Stdout, res.Result)
 	}
-	if n := ourContainers(t, cli, LabelKind+"="+KindTransient); n != 0 {
+	if n := settled(t, cli, LabelKind+"="+KindTransient); n != 0 {
 		t.Errorf("%d transient containers after the call, want 0", n)
 	}
 }
@@ -115,7 +130,7 @@ func TestTransientStateTooLarge(t *testing.T) {
 	if res.Error == nil || res.Error.Type != "StateTooLarge" || res.State != nil || res.Stdout != "ran\n" {
 		t.Errorf("10 MB state out: error %+v state %.50s stdout %q, want StateTooLarge, no state, stdout kept", res.Error, res.State, res.Stdout)
 	}
-	if n := ourContainers(t, cli, ""); n != 0 {
+	if n := settled(t, cli, ""); n != 0 {
 		t.Errorf("%d containers left", n)
 	}
 }

@@ -6,7 +6,7 @@
 # away from user code: fd 0 becomes /dev/null, fd 1 and fd 2 become capture
 # pipes during a run. Runner diagnostics go to the original stderr.
 #
-# Frames in:  {"op": "run"|"read"|"write"|"list"|"interrupt"|"exit", "id": n, ...}
+# Frames in:  {"op": "run"|"preload"|"read"|"write"|"list"|"interrupt"|"exit", "id": n, ...}
 # Frames out: {"op": "ready", ...} once, then one response per request id.
 #
 # Defence in depth (the container is the security boundary, not this file):
@@ -817,6 +817,27 @@ def _file_op(req):
                                                        "message": "%r: %s" % (req.get("path"), e.strerror or e)}}
 
 
+# ---------------------------------------------------------------- preload
+
+
+def _preload(req):
+    """Imports the operator's preload modules before the sandbox waits for
+    code (a pooled sandbox). Module rules do not apply: the list comes from
+    the server's configuration, not from a request."""
+    failed = []
+    for name in req.get("modules") or ():
+        try:
+            _orig_import_module(name)
+        except BaseException as e:  # noqa: BLE001
+            failed.append("%s: %s: %s" % (name, type(e).__name__, e))
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+    return {"id": req.get("id"), "status": "ok", "failed": failed}
+
+
 # ---------------------------------------------------------------- loop
 
 
@@ -849,6 +870,8 @@ def _main():
         try:
             if op == "run":
                 resp = _run(req)
+            elif op == "preload":
+                resp = _preload(req)
             else:
                 resp = _file_op(req)
         except BaseException as e:  # noqa: BLE001 - the loop must survive

@@ -1,0 +1,209 @@
+package executor
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/python-docker-mcp/python-docker-mcp/config"
+)
+
+// pool keeps pre-started transient sandboxes: the runner waiting, the
+// configured modules imported. Each serves exactly one call and is then
+// destroyed; the pool refills in the background with at most
+// max_concurrent_creations creations at a time. Sandboxes older than
+// max_age, or dead (killed from outside), are replaced.
+//
+// Pooled sandboxes have the config's limits; a request with tighter memory,
+// CPUs or pids gets a cold sandbox, never a looser one. An empty pool means
+// a cold start: a refill takes as long as a cold start, so waiting for one
+// would not be faster.
+type pool struct {
+	e       *Executor
+	lim     Limits
+	size    int
+	maxAge  time.Duration
+	preload []string
+	slots   chan struct{} // creation concurrency
+
+	hits atomic.Int64 // calls served from the pool
+
+	mu       sync.Mutex
+	idle     []pooled
+	creating int
+	kick     chan struct{}
+}
+
+type pooled struct {
+	sb   *sandbox
+	born time.Time
+}
+
+func newPool(e *Executor, cfg config.Pool) *pool {
+	lim, err := resolveLimits(e.cfg.Docker, Limits{})
+	if err != nil || !cfg.Enabled || cfg.Size <= 0 {
+		return nil
+	}
+	n := cfg.MaxConcurrentCreations
+	if n <= 0 {
+		n = 1
+	}
+	return &pool{
+		e:       e,
+		lim:     lim,
+		size:    cfg.Size,
+		maxAge:  cfg.MaxAge.D(),
+		preload: cfg.Preload,
+		slots:   make(chan struct{}, n),
+		kick:    make(chan struct{}, 1),
+	}
+}
+
+// fits says whether a pooled sandbox has exactly the resource limits asked
+// for (the timeout is per call).
+func (p *pool) fits(lim Limits) bool {
+	return lim.Memory == p.lim.Memory && lim.CPUs == p.lim.CPUs && lim.Pids == p.lim.Pids
+}
+
+// take hands out a live pooled sandbox, or nil.
+func (p *pool) take(lim Limits) *sandbox {
+	if p == nil || !p.fits(lim) {
+		return nil
+	}
+	defer p.signal()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.idle) > 0 {
+		it := p.idle[0]
+		p.idle = p.idle[1:]
+		if it.sb.alive() && (p.maxAge <= 0 || time.Since(it.born) < p.maxAge) {
+			p.hits.Add(1)
+			return it.sb
+		}
+		go p.e.destroy(it.sb)
+	}
+	return nil
+}
+
+// idleCount is the number of sandboxes waiting in the pool.
+func (p *pool) idleCount() int {
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.idle)
+}
+
+func (p *pool) signal() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run keeps the pool full until the executor stops.
+func (p *pool) run(stop <-chan struct{}) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		p.prune()
+		p.fill(stop)
+		select {
+		case <-stop:
+			return
+		case <-p.kick:
+		case <-t.C:
+		}
+	}
+}
+
+// prune drops dead and stale sandboxes.
+func (p *pool) prune() {
+	p.mu.Lock()
+	keep := p.idle[:0]
+	for _, it := range p.idle {
+		if it.sb.alive() && (p.maxAge <= 0 || time.Since(it.born) < p.maxAge) {
+			keep = append(keep, it)
+		} else {
+			go p.e.destroy(it.sb)
+		}
+	}
+	p.idle = keep
+	p.mu.Unlock()
+}
+
+// fill starts creations until idle + creating reaches the pool size.
+func (p *pool) fill(stop <-chan struct{}) {
+	for {
+		p.mu.Lock()
+		short := p.size - len(p.idle) - p.creating
+		if short <= 0 {
+			p.mu.Unlock()
+			return
+		}
+		p.creating++
+		p.mu.Unlock()
+		select {
+		case p.slots <- struct{}{}:
+		case <-stop:
+			p.mu.Lock()
+			p.creating--
+			p.mu.Unlock()
+			return
+		}
+		p.e.bg.Add(1)
+		go func() {
+			defer p.e.bg.Done()
+			defer func() { <-p.slots }()
+			sb, err := p.create()
+			p.mu.Lock()
+			p.creating--
+			if err == nil {
+				p.idle = append(p.idle, pooled{sb: sb, born: time.Now()})
+			}
+			p.mu.Unlock()
+			if err != nil {
+				select {
+				case <-stop:
+				default:
+					p.e.log.Warn("pool: start sandbox", "err", err)
+					// Back off so a missing image or a gone daemon does not spin.
+					select {
+					case <-stop:
+					case <-time.After(5 * time.Second):
+					}
+				}
+			}
+			p.signal()
+		}()
+	}
+}
+
+// create starts one sandbox and imports the preload modules in it.
+func (p *pool) create() (*sandbox, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
+	defer cancel()
+	sb, err := p.e.start(ctx, sandboxMeta{Kind: KindTransient}, p.lim)
+	if err != nil {
+		return nil, err
+	}
+	if len(p.preload) > 0 {
+		resp, fail, err := p.e.roundTrip(ctx, sb, map[string]any{"op": "preload", "modules": p.preload}, startupTimeout, false)
+		switch {
+		case err != nil:
+			p.e.destroy(sb)
+			return nil, err
+		case fail != nil:
+			return nil, &poolError{fail.reason}
+		case len(resp.Failed) > 0:
+			p.e.log.Warn("pool: preload failed", "modules", resp.Failed)
+		}
+	}
+	return sb, nil
+}
+
+type poolError struct{ msg string }
+
+func (e *poolError) Error() string { return "preload: " + e.msg }

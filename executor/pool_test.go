@@ -1,0 +1,116 @@
+package executor
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/python-docker-mcp/python-docker-mcp/config"
+)
+
+func poolExec(t *testing.T, size int, preload ...string) (*Executor, *client.Client) {
+	t.Helper()
+	e, cli := newExec(t, func(c *config.Config) {
+		c.Pool = config.Pool{Enabled: true, Size: size, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 2, Preload: preload}
+	})
+	waitPoolFull(t, e)
+	return e, cli
+}
+
+func waitPoolFull(t *testing.T, e *Executor) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for e.pool.idleCount() < e.pool.size {
+		if time.Now().After(deadline) {
+			t.Fatalf("pool has %d of %d sandboxes after a minute", e.pool.idleCount(), e.pool.size)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestPoolNeverReuses(t *testing.T) {
+	e, _ := poolExec(t, 2, "json")
+	res := transient(t, e, Request{Code: "import subprocess\nsubprocess.Popen(['sleep', '1000'])\nopen('/tmp/mark', 'w').write('x')\nimport sys\n'json' in sys.modules",
+		Imports: imports("subprocess", 1, "sys", 4)})
+	wantStatus(t, res, "ok")
+	if res.Result == nil || *res.Result != "True" {
+		t.Errorf("preloaded module not imported in the pooled sandbox: %v", res.Result)
+	}
+	waitPoolFull(t, e)
+	code := `import os
+procs = [open(f"/proc/{p}/cmdline", "rb").read() for p in os.listdir("/proc") if p.isdigit()]
+print(any(c.startswith(b"sleep\x001000") for c in procs), os.path.exists("/tmp/mark"))`
+	for range 3 {
+		res = transient(t, e, Request{Code: code, Imports: imports("os", 1)})
+		wantStatus(t, res, "ok")
+		if res.Stdout != "False False\n" {
+			t.Errorf("a pooled sandbox saw an earlier call's process or file: %q", res.Stdout)
+		}
+	}
+	if h := e.pool.hits.Load(); h < 2 {
+		t.Errorf("%d calls served from the pool, want at least 2", h)
+	}
+}
+
+func TestPoolTighterLimitsGetColdSandbox(t *testing.T) {
+	e, _ := poolExec(t, 1)
+	before := e.pool.hits.Load()
+	res := transient(t, e, Request{Code: "int(open('/sys/fs/cgroup/memory/memory.limit_in_bytes').read())", Limits: Limits{Memory: 256 << 20}})
+	wantStatus(t, res, "ok")
+	if res.Result == nil || *res.Result != "268435456" {
+		t.Errorf("memory limit seen inside = %v, want 268435456", res.Result)
+	}
+	if e.pool.hits.Load() != before {
+		t.Error("a request with a tighter memory limit was served from the pool")
+	}
+	res = transient(t, e, Request{Code: "1", Limits: Limits{Timeout: 5 * time.Second}})
+	wantStatus(t, res, "ok")
+	if e.pool.hits.Load() != before+1 {
+		t.Error("a request that only changes the timeout should be served from the pool")
+	}
+}
+
+func TestPoolReplacesKilledSandbox(t *testing.T) {
+	e, cli := poolExec(t, 2)
+	e.pool.mu.Lock()
+	victim := e.pool.idle[0].sb.id
+	e.pool.mu.Unlock()
+	if _, err := cli.ContainerKill(context.Background(), victim, client.ContainerKillOptions{Signal: "SIGKILL"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		e.pool.mu.Lock()
+		ok := len(e.pool.idle) == e.pool.size
+		for _, it := range e.pool.idle {
+			ok = ok && it.sb.id != victim
+		}
+		e.pool.mu.Unlock()
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the killed pooled sandbox was not replaced within 30 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for range 2 {
+		wantStatus(t, transient(t, e, Request{Code: "1"}), "ok")
+	}
+}
+
+func TestPoolShutdown(t *testing.T) {
+	e, cli := poolExec(t, 3)
+	if n := ourContainers(t, cli, LabelInstance+"="+e.instance); n != 3 {
+		t.Errorf("%d pooled containers, want 3", n)
+	}
+	transient(t, e, Request{Code: "1"}) // a refill is under way during Close
+	if err := e.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := ourContainers(t, cli, LabelInstance+"="+e.instance); n != 0 {
+		t.Errorf("%d containers after Close, want 0", n)
+	}
+}
