@@ -623,7 +623,7 @@ func (b *bencher) call(ctx context.Context, tool string, args map[string]any, wa
 	res, err := b.cs.CallTool(cctx, &sdk.CallToolParams{Name: tool, Arguments: args})
 	ms := float64(time.Since(t0)) / float64(time.Millisecond)
 	if err != nil {
-		return ms, 0, nil, fmt.Errorf("%s: %v", tool, err)
+		return ms, 0, nil, fmt.Errorf("%s: %w", tool, err)
 	}
 	sc := map[string]any{}
 	if raw, err := json.Marshal(res.StructuredContent); err == nil {
@@ -665,6 +665,9 @@ func (b *bencher) pause(ctx context.Context) error {
 }
 
 func (b *bencher) callFailed(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return benchFail(exitFail, "interrupted")
+	}
 	return benchFail(exitFail, "%v\nserver stderr (last lines):\n%s", err, lastLines(b.serverErr.String(), 20))
 }
 
@@ -1051,6 +1054,9 @@ func printReport(w io.Writer, rep *benchReport) {
 			m, verdict := "-", "not measured"
 			if g.Measured != nil {
 				m = fmt.Sprintf("%.2f %s", *g.Measured, g.Unit)
+				if g.Unit == "x" {
+					m = fmt.Sprintf("%.2fx", *g.Measured)
+				}
 				verdict = "not met"
 				if *g.Met {
 					verdict = "met"
