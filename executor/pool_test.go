@@ -19,7 +19,7 @@ func poolExec(t *testing.T, size int, preload ...string) (*Executor, *client.Cli
 	return e, cli
 }
 
-func waitPoolFull(t *testing.T, e *Executor) {
+func waitPoolFull(t testing.TB, e *Executor) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for e.pool.idleCount() < e.pool.size {
