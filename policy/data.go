@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -20,7 +21,7 @@ var (
 	// The same PEP 440 version pattern as rules/lib.rego (on lower case).
 	pep440 = regexp.MustCompile(`^v?(?:(\d+)!)?(\d+(?:\.\d+)*)(?:[-_.]?(a|b|c|rc|alpha|beta|pre|preview)[-_.]?(\d*))?(?:-(\d+)|[-_.]?(post|rev|r)[-_.]?(\d*))?(?:[-_.]?(dev)[-_.]?(\d*))?(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?$`)
 	// One specifier clause, as rules/lib.rego parses it.
-	specClause = regexp.MustCompile(`^(~=|===|==|!=|<=|>=|<|>)\s*([^\s,;]+)$`)
+	specClause = regexp.MustCompile(`^(~=|===|==|!=|<=|>=|<|>)\s*([^\s,;<>=!~]+)$`)
 	separators = regexp.MustCompile(`[-_.]+`)
 	// name, optional extras, the rest.
 	requirement = regexp.MustCompile(`^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*(.*?)\s*$`)
@@ -86,8 +87,9 @@ var limitKeys = []struct{ name, key string }{
 	{"pids", "docker.pids_limit"},
 }
 
-// configData turns the configuration into data.pydocker.config: lists
-// become lookup objects (name -> true), names are checked and normalised,
+// configData turns the configuration into data.pydocker.config: module
+// and call lists stay sorted lists (matched by prefix), package lists
+// become lookup objects (normalised name -> entry), names are checked,
 // package requirements are split into name and specifier, limits carry
 // their config key and their text for messages. Errors name the config key.
 func configData(cfg config.Config) (map[string]any, Limits, error) {
@@ -98,15 +100,15 @@ func configData(cfg config.Config) (map[string]any, Limits, error) {
 	if profile != "standard" && profile != "strict" {
 		return nil, Limits{}, fmt.Errorf("policy.profile: %q is not a profile: want standard or strict", profile)
 	}
-	allowedModules, err := nameSet("allowed_modules", cfg.AllowedModules)
+	allowedModules, err := nameList("allowed_modules", cfg.AllowedModules)
 	if err != nil {
 		return nil, Limits{}, err
 	}
-	blockedModules, err := nameSet("blocked_modules", cfg.BlockedModules)
+	blockedModules, err := nameList("blocked_modules", cfg.BlockedModules)
 	if err != nil {
 		return nil, Limits{}, err
 	}
-	blockedCalls, err := nameSet("blocked_calls", cfg.BlockedCalls)
+	blockedCalls, err := nameList("blocked_calls", cfg.BlockedCalls)
 	if err != nil {
 		return nil, Limits{}, err
 	}
@@ -147,8 +149,18 @@ func configData(cfg config.Config) (map[string]any, Limits, error) {
 		limits[l.name] = map[string]any{"max": values[l.name], "key": l.key, "text": texts[l.name]}
 	}
 
+	prefixes := map[string]any{}
+	for key, list := range map[string][]any{"allowed_modules": allowedModules, "blocked_modules": blockedModules, "blocked_calls": blockedCalls} {
+		dotted := make([]any, len(list))
+		for i, n := range list {
+			dotted[i] = n.(string) + "."
+		}
+		prefixes[key] = dotted
+	}
+
 	return map[string]any{
 		"profile":         profile,
+		"prefixes":        prefixes,
 		"allowed_modules": allowedModules,
 		"blocked_modules": blockedModules,
 		"blocked_calls":   blockedCalls,
@@ -159,16 +171,28 @@ func configData(cfg config.Config) (map[string]any, Limits, error) {
 	}, max, nil
 }
 
-func nameSet(key string, names []string) (map[string]any, error) {
-	set := make(map[string]any, len(names))
+// nameList checks dotted names and returns them sorted, without
+// duplicates. The rules match them with prefix semantics
+// (strings.any_prefix_match on "name."), which needs a list, not a set.
+func nameList(key string, names []string) ([]any, error) {
+	seen := make(map[string]bool, len(names))
+	list := make([]string, 0, len(names))
 	for i, n := range names {
 		t := strings.TrimSpace(n)
 		if !dottedName.MatchString(t) {
 			return nil, fmt.Errorf("%s[%d]: %q is not a dotted Python name (e.g. os or os.path)", key, i, n)
 		}
-		set[t] = true
+		if !seen[t] {
+			seen[t] = true
+			list = append(list, t)
+		}
 	}
-	return set, nil
+	sort.Strings(list)
+	out := make([]any, len(list))
+	for i, n := range list {
+		out[i] = n
+	}
+	return out, nil
 }
 
 func packageData(p config.Package) (map[string]any, error) {

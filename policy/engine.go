@@ -134,7 +134,10 @@ func LoadFS(ctx context.Context, cfg config.Config, fsys fs.FS) (*Engine, error)
 	sort.Strings(names)
 	opts := []func(*rego.Rego){
 		rego.Query(Query),
-		rego.Store(inmem.NewFromObject(map[string]any{"pydocker": map[string]any{"config": data}})),
+		// Stored as AST values (converted once here, not on every read);
+		// round-tripped through JSON first so every value is plain JSON.
+		rego.Store(inmem.NewFromObjectWithOpts(map[string]any{"pydocker": map[string]any{"config": data}},
+			inmem.OptRoundTripOnWrite(true), inmem.OptReturnASTValuesOnRead(true))),
 		rego.SetRegoVersion(ast.RegoV1),
 	}
 	for _, n := range names {

@@ -166,8 +166,8 @@ deny contains {"rule": "c", "msg": "m", "line": 1, "col": 1} if true`,
 
 func TestLoadErrors(t *testing.T) {
 	tests := []struct {
-		name string
-		fsys fstest.MapFS
+		name    string
+		fsys    fstest.MapFS
 		want    []string // substrings of the error
 		runtime bool     // found by the trial decision, not the compiler
 	}{
@@ -190,8 +190,8 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{"a.rego:2: ", "b.rego:2: "},
 		},
 		{
-			name: "conflicting decision document",
-			fsys: fstest.MapFS{"d.rego": {Data: []byte("package pydocker\ndecision := 1\n")}},
+			name:    "conflicting decision document",
+			fsys:    fstest.MapFS{"d.rego": {Data: []byte("package pydocker\ndecision := 1\n")}},
 			want:    []string{"d.rego:2"},
 			runtime: true,
 		},

@@ -9,10 +9,20 @@ package pydocker.rules.calls
 
 import data.pydocker.lib
 
+prefixes := lib.prefixes("blocked_calls")
+
+# The called names with a dot after each, builtins. removed.
+called := [dotted(c) | some c in input.code.facts.calls]
+
+dotted(c) := lib.dotted(trim_prefix(c.name, "builtins."))
+
 deny contains v if {
+	count(prefixes) > 0
+	strings.any_prefix_match(called, prefixes)
 	some c in input.code.facts.calls
-	name := trim_prefix(c.name, "builtins.")
-	entry := lib.covering(name, data.pydocker.config.blocked_calls)
+	name := dotted(c)
+	strings.any_prefix_match(name, prefixes)
+	entry := lib.matching(name, prefixes)[0]
 	v := lib.violation(
 		"calls.blocked",
 		sprintf("call to %s is blocked (blocked_calls lists %q)", [c.name, entry]),

@@ -10,22 +10,22 @@ test_alias_resolved_names_match if {
 	# analyze resolves `import os as o; o.system()` and
 	# `from os import system as s; s()` to os.system.
 	inp := code([call("os.system", 2), call("os.getcwd", 3), call("print", 4)])
-	d := calls.deny with input as inp with data.pydocker.config.blocked_calls as {"os.system": true}
+	d := calls.deny with input as inp with data.pydocker.config.blocked_calls as ["os.system"]
 	d == {{"rule": "calls.blocked", "msg": `call to os.system is blocked (blocked_calls lists "os.system")`, "line": 2, "col": 2}}
 }
 
 test_prefix_semantics if {
 	inp := code([call("subprocess.run", 1), call("subprocess.Popen", 2), call("subprocessx.run", 3)])
-	d := calls.deny with input as inp with data.pydocker.config.blocked_calls as {"subprocess": true}
+	d := calls.deny with input as inp with data.pydocker.config.blocked_calls as ["subprocess"]
 	{v.line | some v in d} == {1, 2}
 }
 
 test_builtins_prefix_is_ignored if {
 	inp := code([call("open", 1), call("builtins.open", 2), call("io.open", 3)])
-	d := calls.deny with input as inp with data.pydocker.config.blocked_calls as {"open": true}
+	d := calls.deny with input as inp with data.pydocker.config.blocked_calls as ["open"]
 	{v.line | some v in d} == {1, 2}
 }
 
 test_no_list_no_violation if {
-	count(calls.deny) == 0 with input as code([call("os.system", 1)]) with data.pydocker.config.blocked_calls as {}
+	count(calls.deny) == 0 with input as code([call("os.system", 1)]) with data.pydocker.config.blocked_calls as []
 }

@@ -7,6 +7,8 @@
 #   evaluates data.pydocker.decision once per request.
 package pydocker
 
+import data.pydocker.lib
+
 violations contains v if {
 	some v in data.pydocker.rules[_].deny
 }
@@ -23,14 +25,10 @@ decision := {
 	"allow": allow,
 	"violations": violations,
 	"warnings": warnings,
-	"limits": object.get(data.pydocker.rules, ["limits", "effective"], {}),
+	"limits": data.pydocker.rules.limits.effective,
 	"modules": {
-		"allowed": config_set("allowed_modules"),
-		"blocked": config_set("blocked_modules"),
+		"allowed": lib.config_list("allowed_modules"),
+		"blocked": lib.config_list("blocked_modules"),
 	},
-	"calls": {"blocked": config_set("blocked_calls")},
+	"calls": {"blocked": lib.config_list("blocked_calls")},
 }
-
-default config_set(_) := set()
-
-config_set(name) := object.keys(data.pydocker.config[name])

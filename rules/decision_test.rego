@@ -4,9 +4,9 @@ import data.pydocker
 
 conf := {
 	"profile": "standard",
-	"allowed_modules": {},
-	"blocked_modules": {"os": true},
-	"blocked_calls": {"os.system": true},
+	"allowed_modules": [],
+	"blocked_modules": ["os"],
+	"blocked_calls": ["os.system"],
 	"limits": {
 		"timeout_seconds": {"max": 30, "key": "docker.timeout", "text": "30s"},
 		"memory_bytes": {"max": 536870912, "key": "docker.memory_limit", "text": "512m"},
@@ -29,8 +29,8 @@ test_allow if {
 		"violations": set(),
 		"warnings": set(),
 		"limits": {"timeout_seconds": 30, "memory_bytes": 536870912, "cpus": 0.5, "pids": 128},
-		"modules": {"allowed": set(), "blocked": {"os"}},
-		"calls": {"blocked": {"os.system"}},
+		"modules": {"allowed": [], "blocked": ["os"]},
+		"calls": {"blocked": ["os.system"]},
 	}
 }
 
@@ -45,7 +45,7 @@ test_without_config if {
 	d := pydocker.decision with input as {"tool": "list-sessions"} with data.pydocker.config as {}
 	d.allow
 	d.limits == {}
-	d.modules == {"allowed": set(), "blocked": set()}
+	d.modules == {"allowed": [], "blocked": []}
 }
 
 test_warnings_do_not_deny if {

@@ -13,18 +13,28 @@ violation(rule, msg, at) := {
 	"col": object.get(at, "col", 0),
 }
 
-# prefixes lists a dotted name and its parents, shortest first:
-# "a.b.c" gives ["a", "a.b", "a.b.c"].
-prefixes(name) := [concat(".", array.slice(parts, 0, i + 1)) |
-	parts := split(name, ".")
-	some i, _ in parts
-]
+# config_list is the list data.pydocker.config[key], [] when missing.
+config_list(key) := data.pydocker.config[key]
 
-# covering is the shortest key of set that is name or one of its dotted
-# parents (prefix semantics: "os" covers "os" and "os.path", not "osx").
-covering(name, set) := hits[0] if {
-	hits := [p | some p in prefixes(name); set[p]]
-}
+default config_list(_) := []
+
+# prefixes is the config list key with a dot after each name, as the
+# engine precomputes it in data.pydocker.config.prefixes[key], or computed
+# here when the data lacks it.
+prefixes(key) := data.pydocker.config.prefixes[key]
+
+prefixes(key) := dotted_all(config_list(key)) if not data.pydocker.config.prefixes[key]
+
+# dotted is name with a trailing dot, so that prefix tests stop at dots:
+# "os." is a prefix of "os.path." and of "os.", not of "osx.".
+dotted(name) := concat("", [name, "."])
+
+# dotted_all maps dotted over a list of names.
+dotted_all(names) := [dotted(n) | some n in names]
+
+# matching lists the names (without the dot) of those dotted prefixes
+# that cover dotted name d, in the order of prefixes.
+matching(d, prefixes) := [trim_suffix(p, ".") | some p in prefixes; startswith(d, p)]
 
 # normalize_package is the PEP 503 normal form of a package name.
 normalize_package(name) := lower(regex.replace(name, `[-_.]+`, "-"))

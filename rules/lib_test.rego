@@ -2,18 +2,12 @@ package pydocker.test.lib
 
 import data.pydocker.lib
 
-test_prefixes if {
-	lib.prefixes("a.b.c") == ["a", "a.b", "a.b.c"]
-	lib.prefixes("os") == ["os"]
-}
-
-test_covering_prefix_semantics if {
-	lib.covering("os.path", {"os": true}) == "os"
-	lib.covering("os", {"os": true}) == "os"
-	lib.covering("os.path", {"os": true, "os.path": true}) == "os"
-	lib.covering("os.path", {"os.path": true}) == "os.path"
-	not lib.covering("osx", {"os": true})
-	not lib.covering("os", {"os.path": true})
+test_dotted_prefix_semantics if {
+	lib.dotted("os") == "os."
+	lib.dotted_all(["os", "os.path"]) == ["os.", "os.path."]
+	lib.matching("os.path.", ["os.", "os.path.", "osx."]) == ["os", "os.path"]
+	lib.matching("os.", ["os.path."]) == []
+	lib.matching("osx.", ["os."]) == []
 }
 
 test_normalize_package if {

@@ -15,123 +15,150 @@ import data.pydocker.lib
 
 dynamic_import_kinds := {"__import__", "importlib.import_module", "importlib.__import__"}
 
-# targets are the absolute imports of the code, each with the statement as
-# written ("what"), the module and, for a from-import, the imported names.
-targets contains t if {
+# The lists with a dot after each name, for prefix tests; the engine
+# precomputes them as data.pydocker.config.prefixes.
+blocked_prefixes := lib.prefixes("blocked_modules")
+
+allowed_prefixes := lib.prefixes("allowed_modules")
+
+# Absolute import statements. (A list, not a set: no hashing per import.)
+imports := [imp |
 	some imp in input.code.facts.imports
 	imp.level == 0
 	imp.module != ""
-	names := [n.name | some n in object.get(imp, "names", [])]
-	t := {
-		"module": imp.module,
-		"names": names,
-		"line": imp.line,
-		"col": imp.col,
-		"what": statement(imp, names),
-		"binds_parent": binds_parent(imp),
-	}
-}
+]
 
-targets contains t if {
+# Dynamic imports with a constant, absolute module name.
+dynamic_imports := [d |
 	some d in input.code.facts.dynamic
 	dynamic_import_kinds[d.kind]
 	d.constant
 	not startswith(d.arg, ".")
-	t := {
-		"module": d.arg,
-		"names": [],
-		"line": d.line,
-		"col": d.col,
-		"what": sprintf("%s(%q)", [d.kind, d.arg]),
-		"binds_parent": false,
-	}
-}
-
-statement(imp, names) := sprintf("from %s import %s", [imp.module, concat(", ", names)]) if imp.from
-
-statement(imp, _) := sprintf("import %s", [imp.module]) if not imp.from
-
-# `import a.b` without `as` binds the name a: the whole package.
-binds_parent(imp) if {
-	not imp.from
-	object.get(imp, "alias", "") == ""
-	contains(imp.module, ".")
-}
-
-default binds_parent(_) := false
-
-# covered are the dotted names an import reaches: the module and, for a
-# from-import, module.name for each name (a name may be a submodule).
-covered(t) := array.concat([t.module], [sprintf("%s.%s", [t.module, n]) | some n in t.names; n != "*"])
-
-# blocked_entry is the first blocked_modules entry that covers the import.
-blocked_entry(t) := hits[0] if {
-	hits := array.concat(
-		[h | some name in covered(t); h := lib.covering(name, data.pydocker.config.blocked_modules)],
-		star_hits(t),
-	)
-}
-
-# `from M import *` binds M's public submodules too: a blocked M.x counts.
-star_hits(t) := [b |
-	"*" in t.names
-	some b, _ in data.pydocker.config.blocked_modules
-	startswith(b, sprintf("%s.", [t.module]))
 ]
 
-deny contains v if {
-	some t in targets
-	entry := blocked_entry(t)
-	v := lib.violation(
-		"modules.blocked",
-		sprintf("%s: module %s is blocked (blocked_modules lists %q)", [t.what, t.module, entry]),
-		t,
+# Every judged module with a dot after it. The checks below first ask the
+# whole list at once (one builtin call), and judge import by import only
+# when that finds something: most code has nothing to report.
+judged := array.concat(
+	[lib.dotted(imp.module) | some imp in imports],
+	[lib.dotted(d.arg) | some d in dynamic_imports],
+)
+
+# Some module is under a blocked entry, or some blocked entry is under an
+# imported module (`from os import path` with "os.path" blocked).
+maybe_blocked if strings.any_prefix_match(judged, blocked_prefixes)
+
+maybe_blocked if strings.any_prefix_match(blocked_prefixes, judged)
+
+# Some module is not under an allowed entry.
+maybe_unlisted if {
+	count(allowed_prefixes) > 0
+	some m in judged
+	not strings.any_prefix_match(m, allowed_prefixes)
+}
+
+names(imp) := [n.name | some n in imp.names]
+
+default names(_) := []
+
+statement(imp) := sprintf("from %s import %s", [imp.module, concat(", ", names(imp))]) if imp.from
+
+statement(imp) := sprintf("import %s", [imp.module]) if not imp.from
+
+# blocked_entry is the blocked_modules entry that covers the import of
+# module (with the imported names of a from-import, which may be
+# submodules: an entry "os.path" covers `from os import path`).
+blocked_entry(module, _) := lib.matching(lib.dotted(module), blocked_prefixes)[0] if {
+	strings.any_prefix_match(lib.dotted(module), blocked_prefixes)
+}
+
+blocked_entry(module, names) := hits[0] if {
+	not strings.any_prefix_match(lib.dotted(module), blocked_prefixes)
+	strings.any_prefix_match(blocked_prefixes, lib.dotted(module))
+	hits := array.concat(
+		[h |
+			some n in names
+			n != "*"
+			some h in lib.matching(lib.dotted(concat(".", [module, n])), blocked_prefixes)
+		],
+		# `from M import *` binds M's public submodules too.
+		[trim_suffix(p, ".") | "*" in names; some p in blocked_prefixes; startswith(p, lib.dotted(module))],
 	)
 }
 
-allowlist_active if count(data.pydocker.config.allowed_modules) > 0
+deny contains v if {
+	maybe_blocked
+	some imp in imports
+	entry := blocked_entry(imp.module, names(imp))
+	v := lib.violation(
+		"modules.blocked",
+		sprintf("%s: module %s is blocked (blocked_modules lists %q)", [statement(imp), imp.module, entry]),
+		imp,
+	)
+}
+
+deny contains v if {
+	maybe_blocked
+	some d in dynamic_imports
+	entry := blocked_entry(d.arg, [])
+	v := lib.violation(
+		"modules.blocked",
+		sprintf("%s(%q): module %s is blocked (blocked_modules lists %q)", [d.kind, d.arg, d.arg, entry]),
+		d,
+	)
+}
 
 # __future__ imports are compiler directives, not code.
 exempt := {"__future__"}
 
-allowed(t) if lib.covering(t.module, data.pydocker.config.allowed_modules)
+allowed(module, _) if strings.any_prefix_match(lib.dotted(module), allowed_prefixes)
 
-allowed(t) if exempt[t.module]
+allowed(module, _) if exempt[module]
 
 # `from os import path` is allowed by an entry "os.path".
-allowed(t) if {
-	count(t.names) > 0
-	not "*" in t.names
-	every n in t.names {
-		lib.covering(sprintf("%s.%s", [t.module, n]), data.pydocker.config.allowed_modules)
+allowed(module, names) if {
+	count(names) > 0
+	not "*" in names
+	every n in names {
+		strings.any_prefix_match(lib.dotted(concat(".", [module, n])), allowed_prefixes)
 	}
 }
 
+not_allowed_msg(what, module) := sprintf(
+	"%s: module %s is not in allowed_modules (add %q to allow it and its submodules)",
+	[what, module, split(module, ".")[0]],
+)
+
 deny contains v if {
-	allowlist_active
-	some t in targets
-	not allowed(t)
-	not blocked_entry(t)
-	top := split(t.module, ".")[0]
-	v := lib.violation(
-		"modules.not_allowed",
-		sprintf("%s: module %s is not in allowed_modules (add %q to allow it and its submodules)", [t.what, t.module, top]),
-		t,
-	)
+	maybe_unlisted
+	some imp in imports
+	not allowed(imp.module, names(imp))
+	not blocked_entry(imp.module, names(imp))
+	v := lib.violation("modules.not_allowed", not_allowed_msg(statement(imp), imp.module), imp)
+}
+
+deny contains v if {
+	maybe_unlisted
+	some d in dynamic_imports
+	not allowed(d.arg, [])
+	not blocked_entry(d.arg, [])
+	v := lib.violation("modules.not_allowed", not_allowed_msg(sprintf("%s(%q)", [d.kind, d.arg]), d.arg), d)
 }
 
 # With an allowlist of a submodule ("os.path"), `import os.path` is allowed
-# but binds the name os, the whole package.
+# but binds the name os: the whole package.
 warn contains v if {
-	allowlist_active
-	some t in targets
-	t.binds_parent
-	allowed(t)
-	top := split(t.module, ".")[0]
-	not lib.covering(top, data.pydocker.config.allowed_modules)
+	count(allowed_prefixes) > 0
+	some imp in imports
+	not imp.from
+	object.get(imp, "alias", "") == ""
+	contains(imp.module, ".")
+	top := split(imp.module, ".")[0]
+	not strings.any_prefix_match(lib.dotted(top), allowed_prefixes)
+	allowed(imp.module, [])
 	v := lib.violation(
 		"modules.binds_parent",
-		sprintf("%s binds the name %s, all of package %s, which allowed_modules does not list; write `import %s as NAME` or `from %s import ...`", [t.what, top, top, t.module, t.module]),
-		t,
+		sprintf("%s binds the name %s, all of package %s, which allowed_modules does not list; write `import %s as NAME` or `from %s import ...`", [statement(imp), top, top, imp.module, imp.module]),
+		imp,
 	)
 }

@@ -12,8 +12,8 @@ from_imp(module, names, line) := {
 }
 
 cfg(allowed, blocked) := {
-	"allowed_modules": {m: true | some m in allowed},
-	"blocked_modules": {m: true | some m in blocked},
+	"allowed_modules": allowed,
+	"blocked_modules": blocked,
 }
 
 # python-docker-mcp's default lists, with numpy and pandas added.

@@ -73,11 +73,25 @@ func (lw *lowered) syntaxError(err error) *Error {
 			}
 		}
 	}
+	// gpython reports the end of the offending token: map to the token
+	// that starts before it
+	// (a NEWLINE is reported where it starts)
+	if col > 0 && !lw.atNewline(line, col) {
+		col--
+	}
 	ol, oc := lw.origPos(line, col)
 	if msg == "unexpected EOF while parsing" {
 		msg = "invalid syntax (unexpected end of input)"
 	}
 	return &Error{Line: ol, Col: oc, Kind: "syntax", Msg: msg}
+}
+
+func (lw *lowered) atNewline(line, col int) bool {
+	if line < 1 || line > len(lw.lines) || len(lw.lines[line-1]) == 0 {
+		return false
+	}
+	ents := lw.lines[line-1]
+	return int(ents[len(ents)-1].outCol) == col
 }
 
 type item struct {

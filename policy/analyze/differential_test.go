@@ -172,7 +172,14 @@ func TestDifferentialSandboxStdlib(t *testing.T) {
 		}
 		return out
 	}
-	const root = "/usr/lib/python3.13"
+	// The standard library and the third-party packages the image ships
+	// (numpy, pandas, scipy, sympy, matplotlib, scikit-learn, ...).
+	for _, root := range []string{"/usr/lib/python3.13", "/usr/lib/python3/dist-packages"} {
+		t.Run(filepath.Base(root), func(t *testing.T) { diffImageDir(t, run, root) })
+	}
+}
+
+func diffImageDir(t *testing.T, run func(...string) []byte, root string) {
 	files := parseScriptOutput(t, run("python3", "-c", importsScript, root))
 	sources := map[string][]byte{}
 	tr := tar.NewReader(bytes.NewReader(run("tar", "-c", "-h", "-C", root, ".")))

@@ -111,7 +111,7 @@ func lower(toks []token) (*lowered, error) {
 		}
 		ts, isMatch := lr.structural(toks[i:j], matchBody[len(matchBody)-1])
 		pendingMatch = isMatch
-		if err := lr.emitLine(level, ts); err != nil {
+		if err := lr.emitLine(level, ts, toks[j]); err != nil {
 			return nil, err
 		}
 		i = j + 1
@@ -553,7 +553,7 @@ func fend(ts []token, i int) int {
 }
 
 // emitLine rewrites one logical line's expressions and writes it out.
-func (lr *lowerer) emitLine(level int, ts []token) error {
+func (lr *lowerer) emitLine(level int, ts []token, nl token) error {
 	lr.line = lr.line[:0]
 	stack := []frame{{kind: 't'}}
 	prevOperand := false
@@ -764,7 +764,7 @@ func (lr *lowerer) emitLine(level int, ts []token) error {
 		lr.put(")", ts[len(ts)-1])
 		stack = stack[:len(stack)-1]
 	}
-	lr.flush(level)
+	lr.flush(level, nl)
 	return nil
 }
 
@@ -797,7 +797,7 @@ func (lr *lowerer) group(ts []token) (int, error) {
 	return len(lr.lw.strs) - 1, nil
 }
 
-func (lr *lowerer) flush(level int) {
+func (lr *lowerer) flush(level int, nl token) {
 	lw := lr.lw
 	ents := make([]mapEnt, 0, len(lr.line))
 	lineStart := len(lw.out)
@@ -811,6 +811,9 @@ func (lr *lowerer) flush(level int) {
 		ents = append(ents, mapEnt{outCol: int32(len(lw.out) - lineStart), line: t.line, col: t.col})
 		lw.out = append(lw.out, t.text...)
 	}
+	// the newline maps to the end of the logical line, where CPython
+	// reports "expected ':'" and the like
+	ents = append(ents, mapEnt{outCol: int32(len(lw.out) - lineStart), line: nl.line, col: nl.col})
 	lw.out = append(lw.out, '\n')
 	lw.lines = append(lw.lines, ents)
 }

@@ -233,7 +233,7 @@ func (l *lexer) indentation() bool {
 			if alt <= topAlt {
 				l.fail(l.line, 0, "syntax", "inconsistent use of tabs and spaces in indentation")
 			}
-			if len(l.indents) > l.maxDepth {
+			if len(l.indents) >= l.maxDepth {
 				l.fail(l.line, 0, "depth", "too many levels of indentation (limit %d)", l.maxDepth)
 			}
 			l.indents = append(l.indents, col)
