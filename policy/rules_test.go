@@ -314,3 +314,35 @@ func TestPackageRules(t *testing.T) {
 		})
 	}
 }
+
+// TestAnalyzedSource runs real code through analyze.Source and the
+// shipped rules, as the server does.
+func TestAnalyzedSource(t *testing.T) {
+	cfg := config.Default()
+	cfg.BlockedModules = []string{"subprocess"}
+	cfg.BlockedCalls = []string{"os.system", "shutil.rmtree"}
+	e := load(t, cfg, nil)
+	tests := []struct {
+		name, src string
+		want      []string
+	}{
+		{"import alias", "import os as o\no.system('ls')\n", []string{"2:calls.blocked"}},
+		{"from-import alias", "from os import system as s\ns('ls')\n", []string{"2:calls.blocked"}},
+		{"submodule prefix", "import shutil\nshutil.rmtree('/tmp/x')\nshutil.copy('a', 'b')\n", []string{"2:calls.blocked"}},
+		{"blocked module, nested import", "def f():\n    import subprocess.run\n", []string{"2:modules.blocked"}},
+		{"constant dynamic import", "__import__('subprocess')\n", []string{"1:modules.blocked"}},
+		{"data science", "import numpy as np\nimport pandas as pd\nprint(np.ones(3), pd.Series([1]))\n", []string{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			facts, err := analyze.Source([]byte(tt.src), analyze.Options{})
+			if err != nil {
+				t.Fatalf("analyze.Source: %v", err)
+			}
+			in := Input{Tool: ToolExecuteTransient, Code: NewCode(facts, []byte(tt.src))}
+			if diff := cmp.Diff(tt.want, brief(decide(t, e, in).Violations)); diff != "" {
+				t.Errorf("violations (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
