@@ -50,7 +50,7 @@ func Source(src []byte, opts Options) (f Facts, err error) {
 	if err != nil {
 		return Facts{}, lw.syntaxError(err)
 	}
-	w := &walker{lw: lw, alias: map[string][]string{}}
+	w := &walker{lw: lw, alias: map[string][]string{}, starts: map[ast.Expr][2]int{}}
 	w.walk(mod)
 	return w.facts(), nil
 }
@@ -104,6 +104,8 @@ type walker struct {
 	lw    *lowered
 	alias map[string][]string
 	stack []item
+
+	starts  map[ast.Expr][2]int
 
 	imports []Import
 	calls   []*ast.Call
@@ -182,22 +184,36 @@ func (w *walker) slice(s ast.Slicer, cond bool) {
 
 // start is where CPython puts a call, attribute or subscript: at the
 // start of its innermost value (gpython leaves these positions unset).
+// Results are memoised so long chains stay linear.
 func (w *walker) start(e ast.Expr) (int, int) {
+	var path []ast.Expr
+	var p [2]int
 	for {
+		if v, ok := w.starts[e]; ok {
+			p = v
+			break
+		}
+		next := ast.Expr(nil)
 		switch x := e.(type) {
 		case *ast.Call:
-			e = x.Func
-			continue
+			next = x.Func
 		case *ast.Attribute:
-			e = x.Value
-			continue
+			next = x.Value
 		case *ast.Subscript:
-			e = x.Value
-			continue
+			next = x.Value
 		}
-		break
+		if next == nil {
+			l, c := w.lw.origPos(e.GetLineno(), e.GetColOffset())
+			p = [2]int{l, c}
+			break
+		}
+		path = append(path, e)
+		e = next
 	}
-	return w.lw.origPos(e.GetLineno(), e.GetColOffset())
+	for _, n := range path {
+		w.starts[n] = p
+	}
+	return p[0], p[1]
 }
 
 func (w *walker) pos(p ast.Pos) (int, int) {
@@ -419,7 +435,7 @@ func (w *walker) bind(name, target string) {
 // module member an import binds to it. It returns nil for anything else.
 func (w *walker) resolve(e ast.Expr) []string {
 	var rest []string
-	for {
+	for len(rest) <= maxDotted {
 		switch x := e.(type) {
 		case *ast.Attribute:
 			rest = append(rest, w.ident(x.Attr))
@@ -444,7 +460,12 @@ func (w *walker) resolve(e ast.Expr) []string {
 		}
 		return nil
 	}
+	return nil
 }
+
+// maxDotted bounds the attribute chains resolve follows: no module path is
+// that long, and it keeps long chains linear.
+const maxDotted = 32
 
 func isDunder(s string) bool {
 	return len(s) > 4 && strings.HasPrefix(s, "__") && strings.HasSuffix(s, "__")

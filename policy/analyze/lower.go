@@ -813,6 +813,8 @@ func (lr *lowerer) flush(level int, nl token) {
 	}
 	// the newline maps to the end of the logical line, where CPython
 	// reports "expected ':'" and the like
+	// (a space first, so a token's end and the newline never coincide)
+	lw.out = append(lw.out, ' ')
 	ents = append(ents, mapEnt{outCol: int32(len(lw.out) - lineStart), line: nl.line, col: nl.col})
 	lw.out = append(lw.out, '\n')
 	lw.lines = append(lw.lines, ents)
