@@ -149,18 +149,15 @@ func configData(cfg config.Config) (map[string]any, Limits, error) {
 		limits[l.name] = map[string]any{"max": values[l.name], "key": l.key, "text": texts[l.name]}
 	}
 
-	prefixes := map[string]any{}
-	for key, list := range map[string][]any{"allowed_modules": allowedModules, "blocked_modules": blockedModules, "blocked_calls": blockedCalls} {
-		dotted := make([]any, len(list))
-		for i, n := range list {
-			dotted[i] = n.(string) + "."
-		}
-		prefixes[key] = dotted
+	regex := map[string]any{
+		"blocked_modules": listRegex("blocked_modules", blockedModules),
+		"allowed_modules": listRegex("allowed_modules", allowedModules),
+		"blocked_calls":   listRegex("blocked_calls", blockedCalls),
 	}
 
 	return map[string]any{
 		"profile":         profile,
-		"prefixes":        prefixes,
+		"regex":           regex,
 		"allowed_modules": allowedModules,
 		"blocked_modules": blockedModules,
 		"blocked_calls":   blockedCalls,
@@ -193,6 +190,52 @@ func nameList(key string, names []string) ([]any, error) {
 		out[i] = n
 	}
 	return out, nil
+}
+
+// listRegex builds the regular expression rules/lib.rego's list_regex
+// builds for a config list (the Go copy saves the rules doing it on every
+// decision; TestListRegex checks they agree). Names are dotted
+// identifiers: "." is the only character to escape.
+func listRegex(key string, names []any) string {
+	if len(names) == 0 {
+		return ""
+	}
+	alternatives := func(names []string) string {
+		quoted := make([]string, len(names))
+		for i, n := range names {
+			quoted[i] = strings.ReplaceAll(n, ".", `\.`)
+		}
+		return strings.Join(quoted, "|")
+	}
+	list := make([]string, len(names))
+	for i, n := range names {
+		list[i] = n.(string)
+	}
+	switch key {
+	case "blocked_modules":
+		seen := map[string]bool{}
+		var parents []string
+		for _, n := range list {
+			parts := strings.Split(n, ".")
+			for i := 1; i < len(parts); i++ {
+				p := strings.Join(parts[:i], ".")
+				if !seen[p] {
+					seen[p] = true
+					parents = append(parents, p)
+				}
+			}
+		}
+		sort.Strings(parents)
+		re := `(?m)^(?:` + alternatives(list) + `)\.`
+		if len(parents) > 0 {
+			re += `|^(?:` + alternatives(parents) + `)\.$`
+		}
+		return re
+	case "allowed_modules":
+		return `(?m)^(?:` + alternatives(list) + `|__future__)\.[^\n]*\n`
+	default: // blocked_calls
+		return `(?m)^(?:builtins\.)?(?:` + alternatives(list) + `)\.`
+	}
 }
 
 func packageData(p config.Package) (map[string]any, error) {

@@ -30,6 +30,8 @@ type Engine struct {
 	max     Limits
 	policy  config.Policy
 	modules []string
+	// The configuration's lists, sorted, for Decision.Modules and .Calls.
+	allowedModules, blockedModules, blockedCalls []string
 }
 
 // CompileError is returned by Load when Rego does not parse or compile,
@@ -73,6 +75,14 @@ func LoadFS(ctx context.Context, cfg config.Config, fsys fs.FS) (*Engine, error)
 	data, max, err := configData(cfg)
 	if err != nil {
 		return nil, err
+	}
+	lists := func(key string) []string {
+		l := data[key].([]any)
+		out := make([]string, len(l))
+		for i, v := range l {
+			out[i] = v.(string)
+		}
+		return out
 	}
 	var problems []Problem
 	modules := map[string]string{}
@@ -155,7 +165,8 @@ func LoadFS(ctx context.Context, cfg config.Config, fsys fs.FS) (*Engine, error)
 	if err != nil {
 		return nil, &CompileError{Problems: regoProblems("policy", err)}
 	}
-	e := &Engine{query: pq, max: max, policy: cfg.Policy, modules: names}
+	e := &Engine{query: pq, max: max, policy: cfg.Policy, modules: names,
+		allowedModules: lists("allowed_modules"), blockedModules: lists("blocked_modules"), blockedCalls: lists("blocked_calls")}
 	// One evaluation now, so a policy without data.pydocker.decision (or
 	// one that fails on a plain input) is a load error, not a failure of
 	// the first request.
@@ -186,21 +197,30 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 	if err != nil {
 		return Decision{}, fmt.Errorf("evaluate policy: %w", err)
 	}
-	// The sandbox must never get more than the operator configured, and
-	// always a bound: whatever the Rego says, check it here.
-	if err := within(d.Limits, e.max); err != nil {
-		return Decision{}, fmt.Errorf("evaluate policy: %w", err)
-	}
+	d.Limits = effective(in.LimitsRequested, e.max)
+	d.Modules.Allowed = append([]string{}, e.allowedModules...)
+	d.Modules.Blocked = append([]string{}, e.blockedModules...)
+	d.Calls.Blocked = append([]string{}, e.blockedCalls...)
 	return d, nil
 }
 
-// within checks that every effective limit is set and at most the maximum.
-func within(l, m Limits) error {
-	if l.Timeout <= 0 || l.Timeout > m.Timeout || l.Memory <= 0 || l.Memory > m.Memory ||
-		l.CPUs <= 0 || l.CPUs > m.CPUs || l.Pids <= 0 || l.Pids > m.Pids {
-		return fmt.Errorf("effective limits %+v are not within the configured maximum %+v", l, m)
+// effective is what the sandbox gets: each requested limit (> 0), never
+// above the configured maximum, or the maximum where none was requested.
+// A request above the maximum is also a violation (rule limits.max).
+func effective(req, max Limits) Limits {
+	return Limits{
+		Timeout: bounded(req.Timeout, max.Timeout),
+		Memory:  bounded(req.Memory, max.Memory),
+		CPUs:    bounded(req.CPUs, max.CPUs),
+		Pids:    bounded(req.Pids, max.Pids),
 	}
-	return nil
+}
+
+func bounded[T int64 | float64](asked, max T) T {
+	if asked > 0 && asked <= max {
+		return asked
+	}
+	return max
 }
 
 // regoProblems turns OPA errors into file:line problems.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -13,9 +14,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
+	"github.com/python-docker-mcp/python-docker-mcp/rules"
 )
 
 // Builders of facts, as analyze.Source reports them.
@@ -298,41 +301,44 @@ func TestPolicyPaths(t *testing.T) {
 }
 
 func TestRuntimeErrorIsAnError(t *testing.T) {
-	// Two values for one key of the effective limits: OPA fails the
-	// evaluation, and the engine must not return a decision.
-	e := load(t, config.Default(), fstest.MapFS{"l.rego": {Data: []byte(`package pydocker.rules.limits
-effective["pids"] := 1 if input.tool == "execute-transient"
+	// Two values for one complete rule: OPA fails the evaluation, and the
+	// engine must not return a decision.
+	e := load(t, config.Default(), fstest.MapFS{"l.rego": {Data: []byte(`package pydocker.rules.custom
+x := 1 if input.tool == "execute-transient"
+x := 2 if input.tool == "execute-transient"
+deny contains {"rule": "x", "msg": "m", "line": x, "col": 0} if true
 `)}})
 	if _, err := e.Decide(context.Background(), run(analyze.Facts{})); err == nil {
 		t.Errorf("Decide with conflicting limits gave no error")
 	}
 }
 
-func TestLimitsBeyondConfigAreRefused(t *testing.T) {
-	// The Go side checks what the Rego hands out, whatever rules are loaded.
+func TestEffectiveLimits(t *testing.T) {
 	max := Limits{Timeout: 30, Memory: 1 << 29, CPUs: 1, Pids: 128}
 	tests := []struct {
-		l  Limits
-		ok bool
+		name      string
+		req, want Limits
 	}{
-		{max, true},
-		{Limits{Timeout: 1, Memory: 1, CPUs: 0.1, Pids: 1}, true},
-		{Limits{Timeout: 31, Memory: 1 << 29, CPUs: 1, Pids: 128}, false},
-		{Limits{Timeout: 30, Memory: 1<<29 + 1, CPUs: 1, Pids: 128}, false},
-		{Limits{Timeout: 30, Memory: 1 << 29, CPUs: 1.5, Pids: 128}, false},
-		{Limits{Timeout: 30, Memory: 1 << 29, CPUs: 1, Pids: 129}, false},
-		{Limits{Timeout: 30, Memory: 1 << 29, CPUs: 1}, false},
-		{Limits{}, false},
+		{"nothing requested", Limits{}, max},
+		{"tighter", Limits{Timeout: 1.5, Memory: 1 << 20, CPUs: 0.25, Pids: 8}, Limits{Timeout: 1.5, Memory: 1 << 20, CPUs: 0.25, Pids: 8}},
+		{"at the maximum", max, max},
+		{"above the maximum", Limits{Timeout: 31, Memory: 1<<29 + 1, CPUs: 2, Pids: 129}, max},
+		{"negative", Limits{Timeout: -1, Memory: -1, CPUs: -1, Pids: -1}, max},
+		{"some", Limits{CPUs: 0.5}, Limits{Timeout: 30, Memory: 1 << 29, CPUs: 0.5, Pids: 128}},
 	}
 	for _, tt := range tests {
-		if err := within(tt.l, max); (err == nil) != tt.ok {
-			t.Errorf("within(%+v) = %v, want ok=%v", tt.l, err, tt.ok)
+		if diff := cmp.Diff(tt.want, effective(tt.req, max)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tt.name, diff)
 		}
 	}
-	// An operator rule for a limit key that is not configured is ignored.
-	e := load(t, config.Default(), fstest.MapFS{"d.rego": {Data: []byte("package pydocker.rules.limits\neffective[\"gpus\"] := 1\n")}})
-	if d := decide(t, e, run(analyze.Facts{})); d.Limits != (Limits{Timeout: 30, Memory: 512 << 20, CPUs: 1, Pids: 128}) {
-		t.Errorf("Limits = %+v", d.Limits)
+
+	// Rules cannot raise them: a request above the maximum is denied and
+	// the decision still carries the maximum.
+	in := run(analyze.Facts{})
+	in.LimitsRequested = Limits{Pids: 1000}
+	d := decide(t, load(t, config.Default(), nil), in)
+	if d.Allow || d.Limits.Pids != 128 {
+		t.Errorf("decision = %+v, want a denial with pids 128", d)
 	}
 }
 
@@ -446,6 +452,58 @@ func TestNewCode(t *testing.T) {
 		c := NewCode(analyze.Facts{}, []byte(src))
 		if c.Lines != want || c.Bytes != len(src) {
 			t.Errorf("NewCode(%q) = %d lines %d bytes, want %d lines", src, c.Lines, c.Bytes, want)
+		}
+	}
+}
+
+// TestListRegex checks that the regular expressions precomputed in Go
+// are the ones rules/lib.rego builds when the data lacks them, and that
+// they match what they should.
+func TestListRegex(t *testing.T) {
+	lib, err := rules.FS.ReadFile("lib.rego")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pq, err := rego.New(rego.Query("data.pydocker.lib.list_regex(input.key, input.names)"),
+		rego.Module("lib.rego", string(lib))).PrepareForEval(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lists := [][]string{{}, {"os"}, {"sys", "os", "subprocess"}, {"os.path", "a.b.c", "x"}, {"collections.abc", "numpy"}}
+	for _, key := range []string{"blocked_modules", "allowed_modules", "blocked_calls"} {
+		for _, l := range lists {
+			names, err := nameList(key, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs, err := pq.Eval(context.Background(), rego.EvalInput(map[string]any{"key": key, "names": names}))
+			if err != nil || len(rs) != 1 {
+				t.Fatalf("%s %v: %v %v", key, l, rs, err)
+			}
+			if got, want := rs[0].Expressions[0].Value, listRegex(key, names); got != want {
+				t.Errorf("%s %v: Rego builds %q, Go %q", key, l, got, want)
+			}
+		}
+	}
+
+	names, _ := nameList("blocked_modules", []string{"os.path", "sys"})
+	blocked := regexp.MustCompile(listRegex("blocked_modules", names))
+	for text, want := range map[string]bool{
+		"numpy.\nsys.\n": true, "sys.path.\n": true, "os.\n": true, "os.path.\n": true,
+		"osx.\n": false, "numpy.\nsysconfig.\n": false, "os.sep.\n": false,
+	} {
+		if blocked.MatchString(text) != want {
+			t.Errorf("blocked regex on %q: want %v", text, want)
+		}
+	}
+	names, _ = nameList("allowed_modules", []string{"numpy", "collections.abc"})
+	allowed := regexp.MustCompile(listRegex("allowed_modules", names))
+	for text, want := range map[string]string{
+		"numpy.\nnumpy.linalg.\n__future__.\ncollections.abc.\n": "",
+		"numpy.\nnumpyro.\ncollections.\n":                         "numpyro.\ncollections.\n",
+	} {
+		if got := allowed.ReplaceAllString(text, ""); got != want {
+			t.Errorf("allowed regex on %q leaves %q, want %q", text, got, want)
 		}
 	}
 }

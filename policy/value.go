@@ -157,7 +157,7 @@ func factsTerm(f analyze.Facts) *ast.Term {
 }
 
 // decodeDecision reads data.pydocker.decision as evaluated (JSON-like Go
-// values). A malformed entry from an operator rule still denies: it
+// values): allow, violations and warnings. A malformed entry from an operator rule still denies: it
 // becomes a violation of rule "policy.malformed".
 func decodeDecision(v any) (Decision, error) {
 	obj, ok := v.(map[string]any)
@@ -169,17 +169,6 @@ func decodeDecision(v any) (Decision, error) {
 	d.Violations = violations(obj["violations"])
 	d.Warnings = violations(obj["warnings"])
 	d.Allow = allow && len(d.Violations) == 0
-	if l, ok := obj["limits"].(map[string]any); ok {
-		d.Limits.Timeout = number(l["timeout_seconds"])
-		d.Limits.Memory = int64(number(l["memory_bytes"]))
-		d.Limits.CPUs = number(l["cpus"])
-		d.Limits.Pids = int64(number(l["pids"]))
-	}
-	mods, _ := obj["modules"].(map[string]any)
-	d.Modules.Allowed = stringList(mods["allowed"])
-	d.Modules.Blocked = stringList(mods["blocked"])
-	calls, _ := obj["calls"].(map[string]any)
-	d.Calls.Blocked = stringList(calls["blocked"])
 	return d, nil
 }
 
@@ -225,16 +214,4 @@ func number(v any) float64 {
 		return float64(n)
 	}
 	return 0
-}
-
-func stringList(v any) []string {
-	list, _ := v.([]any)
-	out := make([]string, 0, len(list))
-	for _, e := range list {
-		if s, ok := e.(string); ok {
-			out = append(out, s)
-		}
-	}
-	sort.Strings(out)
-	return out
 }

@@ -29,3 +29,10 @@ test_builtins_prefix_is_ignored if {
 test_no_list_no_violation if {
 	count(calls.deny) == 0 with input as code([call("os.system", 1)]) with data.pydocker.config.blocked_calls as []
 }
+
+# The engine passes the regular expressions precomputed; they are used.
+test_precomputed_regex if {
+	conf := {"blocked_calls": ["os.system"], "regex": {"blocked_calls": `(?m)^(?:builtins\.)?(?:os\.system)\.`}}
+	d := calls.deny with input as code([call("os.system", 1), call("os.getcwd", 2)]) with data.pydocker.config as conf
+	{v.line | some v in d} == {1}
+}

@@ -7,8 +7,6 @@
 #   evaluates data.pydocker.decision once per request.
 package pydocker
 
-import data.pydocker.lib
-
 violations contains v if {
 	some v in data.pydocker.rules[_].deny
 }
@@ -21,14 +19,11 @@ default allow := false
 
 allow if count(violations) == 0
 
+# The engine adds to this the effective limits (each requested limit, or
+# the configured maximum) and the module and call lists for the sandbox
+# runner, all from the configuration: Rego cannot raise them.
 decision := {
 	"allow": allow,
 	"violations": violations,
 	"warnings": warnings,
-	"limits": data.pydocker.rules.limits.effective,
-	"modules": {
-		"allowed": lib.config_list("allowed_modules"),
-		"blocked": lib.config_list("blocked_modules"),
-	},
-	"calls": {"blocked": lib.config_list("blocked_calls")},
 }

@@ -24,14 +24,7 @@ code(imports, calls) := {
 
 test_allow if {
 	d := pydocker.decision with input as code([{"module": "numpy", "level": 0, "from": false, "line": 1, "col": 0}], []) with data.pydocker.config as conf
-	d == {
-		"allow": true,
-		"violations": set(),
-		"warnings": set(),
-		"limits": {"timeout_seconds": 30, "memory_bytes": 536870912, "cpus": 0.5, "pids": 128},
-		"modules": {"allowed": [], "blocked": ["os"]},
-		"calls": {"blocked": ["os.system"]},
-	}
+	d == {"allow": true, "violations": set(), "warnings": set()}
 }
 
 test_deny_collects_every_rule_package if {
@@ -44,8 +37,6 @@ test_deny_collects_every_rule_package if {
 test_without_config if {
 	d := pydocker.decision with input as {"tool": "list-sessions"} with data.pydocker.config as {}
 	d.allow
-	d.limits == {}
-	d.modules == {"allowed": [], "blocked": []}
 }
 
 test_warnings_do_not_deny if {

@@ -13,17 +13,56 @@ violation(rule, msg, at) := {
 	"col": object.get(at, "col", 0),
 }
 
-# config_list is the list data.pydocker.config[key], [] when missing.
-config_list(key) := data.pydocker.config[key]
+# config_regex is the regular expression of a config list (see
+# list_regex), as the engine precomputes it in
+# data.pydocker.config.regex[key], or built here when the data lacks it.
+config_regex(key) := data.pydocker.config.regex[key]
 
-default config_list(_) := []
+config_regex(key) := list_regex(key, object.get(data.pydocker.config, key, [])) if {
+	not data.pydocker.config.regex[key]
+}
 
-# prefixes is the config list key with a dot after each name, as the
-# engine precomputes it in data.pydocker.config.prefixes[key], or computed
-# here when the data lacks it.
-prefixes(key) := data.pydocker.config.prefixes[key]
+# list_regex builds, for the config list `key`, the multi-line regular
+# expression matched against text with one "NAME.\n" line per module or
+# call; "" for an empty list. Names are dotted identifiers, so "." is the
+# only character to escape. policy/data.go builds the same strings.
+#   blocked_modules: a line under an entry, or a line that is a parent of
+#     an entry: (?m)^(?:os|sys)\.|^(?:a|a\.b)\.$
+#   allowed_modules: every line under an entry (or __future__), to delete:
+#     (?m)^(?:numpy|__future__)\.[^\n]*\n
+#   blocked_calls: a line under an entry, builtins. optional:
+#     (?m)^(?:builtins\.)?(?:os\.system)\.
+list_regex(_, names) := "" if count(names) == 0
 
-prefixes(key) := dotted_all(config_list(key)) if not data.pydocker.config.prefixes[key]
+list_regex(key, names) := sprintf(`(?m)^(?:%s)\.%s`, [alternatives(names), parents_regex(names)]) if {
+	key == "blocked_modules"
+	count(names) > 0
+}
+
+list_regex(key, names) := sprintf(`(?m)^(?:%s|__future__)\.[^\n]*\n`, [alternatives(names)]) if {
+	key == "allowed_modules"
+	count(names) > 0
+}
+
+list_regex(key, names) := sprintf(`(?m)^(?:builtins\.)?(?:%s)\.`, [alternatives(names)]) if {
+	key == "blocked_calls"
+	count(names) > 0
+}
+
+alternatives(names) := concat("|", [replace(n, ".", `\.`) | some n in names])
+
+# The proper parents of dotted entries: "a.b.c" gives a and a.b.
+parents(names) := sort({p |
+	some n in names
+	parts := split(n, ".")
+	some i, _ in parts
+	i > 0
+	p := concat(".", array.slice(parts, 0, i))
+})
+
+parents_regex(names) := sprintf(`|^(?:%s)\.$`, [alternatives(parents(names))]) if count(parents(names)) > 0
+
+parents_regex(names) := "" if count(parents(names)) == 0
 
 # dotted is name with a trailing dot, so that prefix tests stop at dots:
 # "os." is a prefix of "os.path." and of "os.", not of "osx.".

@@ -3,8 +3,8 @@
 # description: |
 #   A request may tighten the operator's limits, never raise them: a
 #   requested limit above the configured maximum is denied, naming the
-#   maximum. `effective` is what the sandbox gets: the requested value when
-#   one was given (> 0), else the configured maximum.
+#   maximum. The engine gives the sandbox each requested value, or the
+#   configured maximum where none was requested.
 #   data.pydocker.config.limits maps each key of limits_requested
 #   (timeout_seconds, memory_bytes, cpus, pids) to {max, key, text}: the
 #   maximum, the config key it comes from and the maximum as written there.
@@ -45,17 +45,3 @@ deny contains v if {
 		{},
 	)
 }
-
-effective[name] := value if {
-	some name, l in data.pydocker.config.limits
-	value := bounded(object.get(input, ["limits_requested", name], 0), l.max)
-}
-
-bounded(asked, max) := asked if {
-	asked > 0
-	asked <= max
-}
-
-bounded(asked, max) := max if asked <= 0
-
-bounded(asked, max) := max if asked > max

@@ -15,12 +15,6 @@ import data.pydocker.lib
 
 dynamic_import_kinds := {"__import__", "importlib.import_module", "importlib.__import__"}
 
-# The lists with a dot after each name, for prefix tests; the engine
-# precomputes them as data.pydocker.config.prefixes.
-blocked_prefixes := lib.prefixes("blocked_modules")
-
-allowed_prefixes := lib.prefixes("allowed_modules")
-
 # Absolute import statements. (A list, not a set: no hashing per import.)
 imports := [imp |
 	some imp in input.code.facts.imports
@@ -36,30 +30,38 @@ dynamic_imports := [d |
 	not startswith(d.arg, ".")
 ]
 
-# Every judged module with a dot after it. The checks below first ask the
-# whole list at once (one builtin call), and judge import by import only
-# when that finds something: most code has nothing to report.
-judged := array.concat(
-	[lib.dotted(imp.module) | some imp in imports],
-	[lib.dotted(d.arg) | some d in dynamic_imports],
-)
+# Fast path. Most code has nothing to report, so the rules first look at
+# all judged modules at once: `judged` holds one line "MODULE.\n" per
+# import, and one regular expression per list answers for all of them
+# (see lib.list_regex). Import by import judging (below) runs only when
+# that finds something.
+# Relative imports are in it too (a line "MODULE." or "."): they can only
+# send the check to the slow path, which leaves them out.
+judged := sprintf("%s.\n", [concat(".\n", array.concat(
+	[imp.module | some imp in input.code.facts.imports],
+	[d.arg | some d in dynamic_imports],
+))])
 
-# Some module is under a blocked entry, or some blocked entry is under an
-# imported module (`from os import path` with "os.path" blocked).
-maybe_blocked if strings.any_prefix_match(judged, blocked_prefixes)
-
-maybe_blocked if strings.any_prefix_match(blocked_prefixes, judged)
-
-# Some module is not under an allowed entry.
-maybe_unlisted if {
-	count(allowed_prefixes) > 0
-	some m in judged
-	not strings.any_prefix_match(m, allowed_prefixes)
+# Some module is under a blocked entry, or is a parent of one
+# (`from os import path` with "os.path" blocked).
+maybe_blocked if {
+	lib.config_regex("blocked_modules") != ""
+	regex.match(lib.config_regex("blocked_modules"), judged)
 }
 
-names(imp) := [n.name | some n in imp.names]
+# Some module is not under an allowed entry (__future__ counts as allowed).
+maybe_unlisted if {
+	count(data.pydocker.config.allowed_modules) > 0
+	regex.replace(judged, lib.config_regex("allowed_modules"), "") != ""
+}
 
-default names(_) := []
+# The lists with a dot after each name, for the import by import tests.
+blocked_prefixes := lib.dotted_all(object.get(data.pydocker.config, "blocked_modules", []))
+
+allowed_prefixes := lib.dotted_all(object.get(data.pydocker.config, "allowed_modules", []))
+
+# names of a from-import ([] for a plain import: no "names" field).
+names(imp) := [n.name | some n in imp.names]
 
 statement(imp) := sprintf("from %s import %s", [imp.module, concat(", ", names(imp))]) if imp.from
 
@@ -148,7 +150,9 @@ deny contains v if {
 # With an allowlist of a submodule ("os.path"), `import os.path` is allowed
 # but binds the name os: the whole package.
 warn contains v if {
-	count(allowed_prefixes) > 0
+	# Only an allowlist with a submodule entry can allow `import a.b`
+	# without allowing a.
+	contains(concat(",", object.get(data.pydocker.config, "allowed_modules", [])), ".")
 	some imp in imports
 	not imp.from
 	object.get(imp, "alias", "") == ""

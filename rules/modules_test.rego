@@ -94,6 +94,8 @@ test_aliased_submodule_import_does_not_warn if {
 test_future_is_exempt_from_allowlist if {
 	d := modules.deny with input as code([from_imp("__future__", ["annotations"], 1)], []) with data.pydocker.config as cfg(["math"], [])
 	count(d) == 0
+	d2 := modules.deny with input as code([from_imp("__future__", ["annotations"], 1), imp("requests", 2)], []) with data.pydocker.config as cfg(["math"], [])
+	{v.line | some v in d2} == {2}
 }
 
 test_blocked_wins_with_one_violation if {
@@ -145,4 +147,28 @@ test_message_names_statement_and_entry if {
 		"msg": `from os import system, path: module os is blocked (blocked_modules lists "os")`,
 		"line": 7, "col": 0,
 	}}
+}
+
+test_dynamic_import_not_in_allowlist if {
+	dyn := [{"kind": "importlib.import_module", "arg": "requests", "constant": true, "line": 3, "col": 1}]
+	d := modules.deny with input as code([], dyn) with data.pydocker.config as cfg(["numpy"], [])
+	d == {{
+		"rule": "modules.not_allowed",
+		"msg": `importlib.import_module("requests"): module requests is not in allowed_modules (add "requests" to allow it and its submodules)`,
+		"line": 3, "col": 1,
+	}}
+}
+
+# The engine passes the regular expressions precomputed; they are used.
+test_precomputed_regex if {
+	conf := {
+		"allowed_modules": ["numpy", "os"],
+		"blocked_modules": ["os"],
+		"regex": {
+			"allowed_modules": `(?m)^(?:numpy|os|__future__)\.[^\n]*\n`,
+			"blocked_modules": `(?m)^(?:os)\.`,
+		},
+	}
+	d := modules.deny with input as code([imp("os.path", 1), imp("numpy", 2), imp("scipy", 3)], []) with data.pydocker.config as conf
+	{[v.line, v.rule] | some v in d} == {[1, "modules.blocked"], [3, "modules.not_allowed"]}
 }
