@@ -105,7 +105,7 @@ type walker struct {
 	alias map[string][]string
 	stack []item
 
-	starts  map[ast.Expr][2]int
+	starts map[ast.Expr][2]int
 
 	imports []Import
 	calls   []*ast.Call

@@ -40,217 +40,220 @@ func summarize(f Facts) summary {
 	return s
 }
 
+// sourceTests are one case per construct the lowering handles; every
+// source is also checked against CPython 3.13 by TestSourceAgreesWithCPython.
+var sourceTests = []struct {
+	name string
+	src  string
+	// nil fields are not checked; use []string{} for "none".
+	imports, dynamic, calls []string
+}{
+	{
+		name:    "f-string field hides __import__",
+		src:     `print(f"{__import__('os').getcwd()}")`,
+		dynamic: []string{"__import__:__import__:os@1:9"},
+		calls:   []string{"print@1:0", "__import__@1:9"},
+	},
+	{
+		name:    "import list",
+		src:     "import json, os",
+		imports: []string{"json:0@1:0", "os:0@1:0"},
+	},
+	{
+		name:    "simple statements after if",
+		src:     "if True: import a; import b",
+		imports: []string{"a:0@1:9 cond", "b:0@1:19 cond"},
+	},
+	{
+		name:    "relative import",
+		src:     "from . import x",
+		imports: []string{":1@1:0"},
+	},
+	{
+		name:    "relative import with package and alias",
+		src:     "from ..pkg import y as z\nz()",
+		imports: []string{"pkg:2@1:0"},
+		calls:   []string{"..pkg.y@2:0"},
+	},
+	{
+		name:    "import inside match/case",
+		src:     "match cmd:\n    case ['go', where] if where:\n        import a\n    case Point(x=0, y=os.sep):\n        pass\n    case {'k': v, **rest} | [*_] as c:\n        pass\n    case _:\n        import c\n",
+		imports: []string{"a:0@3:8 cond", "c:0@9:8 cond"},
+		dynamic: []string{},
+		calls:   []string{},
+	},
+	{
+		name:    "match guard and class pattern names",
+		src:     "match x:\n    case os.Environ() if eval('1'):\n        pass\n",
+		dynamic: []string{"eval:eval:1@2:25"},
+		calls:   []string{"eval@2:25"},
+	},
+	{
+		name:    "import inside async def",
+		src:     "async def main():\n    import asyncio\n    await asyncio.sleep(1)\n    async with lock as l:\n        async for x in aiter():\n            pass\n    return [y async for y in gen() if await y]\n",
+		imports: []string{"asyncio:0@2:4 cond"},
+		calls:   []string{"asyncio.sleep@3:10", "aiter@5:23", "gen@7:29"},
+	},
+	{
+		name:    "fullwidth identifiers are NFKC-normalised",
+		src:     "import ｓｕｂｐｒｏｃｅｓｓ\nｅｘｅｃ('x')\nｓｕｂｐｒｏｃｅｓｓ.run()",
+		imports: []string{"subprocess:0@1:0"},
+		dynamic: []string{"exec:exec:x@2:0"},
+		calls:   []string{"exec@2:0", "subprocess.run@3:0"},
+	},
+	{
+		name:    "annotated assignment keeps annotation and value",
+		src:     "x: eval('t') = __import__('a')\ny: compile\nself.z: int = 1",
+		dynamic: []string{"eval:eval:t@1:3", "__import__:__import__:a@1:15", "compile:compile:@2:3"},
+	},
+	{
+		name:    "walrus",
+		src:     "if (m := __import__('re')):\n    pass\n[y for x in z if (y := exec(x))]",
+		dynamic: []string{"__import__:__import__:re@1:9", "exec:exec:@3:23"},
+	},
+	{
+		name:    "positional-only parameters and defaults",
+		src:     "def f(a, /, b=exec('x'), *, c): pass\nlam = lambda a, /, b: eval(b)",
+		dynamic: []string{"exec:exec:x@1:14", "eval:eval:@2:22"},
+	},
+	{
+		name:  "trailing commas",
+		src:   "def f(*args, **kw,): pass\nf(*a, **k,)\nclass C(A, metaclass=M,): pass",
+		calls: []string{"f@2:0"},
+	},
+	{
+		name:    "PEP 448 unpacking in displays and calls",
+		src:     "print(*[1], *[2], **{'a': 1}, **{'b': eval('2')})\nx = [*a, *b]\ny = {**d, 'k': getattr(o, n)}\nz = *a, *b",
+		dynamic: []string{"eval:eval:2@1:38", "getattr:getattr:@3:15"},
+	},
+	{
+		name:  "matrix multiplication",
+		src:   "m = np.dot(a) @ b\nm @= inv(c)",
+		calls: []string{"np.dot@1:4", "inv@2:5"},
+	},
+	{
+		name:    "decorators of any expression",
+		src:     "@buttons[0].connect(eval('x'))\n@(lambda f: f)\n@property\ndef f(): pass",
+		dynamic: []string{"eval:eval:x@1:20"},
+		calls:   []string{"eval@1:20"},
+	},
+	{
+		name:    "parenthesised context managers",
+		src:     "with (open('a') as f, open('b') as g,):\n    import zlib\nwith (yield_ctx()):\n    pass",
+		imports: []string{"zlib:0@2:4 cond"},
+		calls:   []string{"open@1:6", "open@1:22", "yield_ctx@3:6"},
+	},
+	{
+		name:    "except star",
+		src:     "try:\n    pass\nexcept* ValueError as eg:\n    import traceback\n",
+		imports: []string{"traceback:0@4:4 cond"},
+	},
+	{
+		name:    "type alias statement",
+		src:     "type X = dict[str, eval('int')]\ntype Y[T: __import__('a')] = list[T]",
+		dynamic: []string{"eval:eval:int@1:19", "__import__:__import__:a@2:10"},
+	},
+	{
+		name:    "PEP 695 type parameters",
+		src:     "def f[T: __import__('os'), *Ts, **P](x: T) -> T: pass\nclass C[T = eval('x')](Base): pass\nclass D[T: exec('b')]: pass",
+		dynamic: []string{"__import__:__import__:os@1:9", "eval:eval:x@2:12", "exec:exec:b@3:11"},
+	},
+	{
+		name:    "starred subscripts",
+		src:     "x = a[*idx, exec('1')]\ndef g(*args: *Ts): pass",
+		dynamic: []string{"exec:exec:1@1:12"},
+	},
+	{
+		name:  "soft keywords as names",
+		src:   "match = 1\ncase = 2\ntype = 3\n_ = match + case\nprint(type(_))\nmatch(x)\nmatch.group(1)\ntype.mro()\n",
+		calls: []string{"print@5:0", "type@5:6", "match@6:0", "match.group@7:0", "type.mro@8:0"},
+	},
+	{
+		name:    "numeric underscores",
+		src:     "x = 1_000_000 + 0x_FF + 1_0.5e1_0j + 0b_1 + 0o7_7\nimport numbers",
+		imports: []string{"numbers:0@2:0"},
+	},
+	{
+		name:    "nested f-strings and format specs",
+		src:     `s = f"{x!r:>{width}} {f'{eval("1")}'} {y:{'>' if z else '<'}{compile('a', 'b', 'exec')}}"`,
+		dynamic: []string{"eval:eval:1@1:25", "compile:compile:a@1:61"},
+	},
+	{
+		name:    "PEP 701 quote reuse and debug fields",
+		src:     "s = f\"{d[\"key\"]} {__import__(\"os\")=} {x:=5}\"\nt = f'''\n{exec(\n  'a')}'''",
+		dynamic: []string{"__import__:__import__:os@1:18", "exec:exec:a@3:1"},
+	},
+	{
+		name:    "implicit concatenation",
+		src:     "__import__('o' 's')\n__import__('o' f's')\n__import__(r'\\x' '\\x41')",
+		dynamic: []string{"__import__:__import__:os@1:0", "__import__:__import__:@2:0", "__import__:__import__:\\xA@3:0"},
+	},
+	{
+		name:    "aliases",
+		src:     "import os as o\no.system('ls')\nfrom os import system as s\ns('ls')\nimport os.path\nos.path.join('a')\nimport xml.etree.ElementTree as ET\nET.parse(f)",
+		imports: []string{"os:0@1:0", "os:0@3:0", "os.path:0@5:0", "xml.etree.ElementTree:0@7:0"},
+		calls:   []string{"os.system@2:0", "os.system@4:0", "os.path.join@6:0", "xml.etree.ElementTree.parse@8:0"},
+	},
+	{
+		name:    "getattr family",
+		src:     "getattr(o, '__globals__')\ngetattr(o, 'name')\ngetattr(o, n)\nsetattr(o, '__dict__', 1)\ndelattr(o, 'x')",
+		dynamic: []string{"getattr:__globals__:__globals__@1:0", "getattr:getattr:@3:0", "setattr:__dict__:__dict__@4:0"},
+	},
+	{
+		name:    "dunder attributes",
+		src:     "().__class__.__bases__[0].__subclasses__()",
+		dynamic: []string{"dunder:__subclasses__:@1:0", "dunder:__bases__:@1:0", "dunder:__class__:@1:0"},
+	},
+	{
+		name:    "sys.modules, pickle, marshal, importlib",
+		src:     "import sys, pickle as p, marshal\nsys.modules['os']\np.loads(b)\nmarshal.loads(b)\nfrom importlib import import_module\nimport_module('os')\nfrom sys import modules",
+		dynamic: []string{"sys.modules:sys.modules:@2:0", "pickle.loads:pickle.loads:@3:0", "marshal.loads:marshal.loads:@4:0", "importlib.import_module:importlib.import_module:os@6:0"},
+	},
+	{
+		name:    "builtins namespace and references to dynamic callables",
+		src:     "f = eval\nimport builtins\nbuiltins.exec('x')\n__builtins__['eval']",
+		dynamic: []string{"eval:eval:@1:4", "exec:builtins.exec:x@3:0", "dunder:__builtins__:@4:0"},
+	},
+	{
+		name:    "conditional imports",
+		src:     "import top\ntry:\n    import a\nexcept ImportError:\n    a = None\nclass C:\n    import b\nfor x in y:\n    import c\nwith z:\n    import d\nwhile 1:\n    import e\ndef f():\n    import g\n",
+		imports: []string{"top:0@1:0", "a:0@3:4 cond", "b:0@7:4 cond", "c:0@9:4 cond", "d:0@11:4 cond", "e:0@13:4 cond", "g:0@15:4 cond"},
+	},
+	{
+		name:    "line numbers survive multi-line tokens",
+		src:     "x = '''a\nb'''\ny = (1 +\n  2)\nz = 1 + \\\n  2\nimport os; eval(\n'x')",
+		imports: []string{"os:0@7:0"},
+		dynamic: []string{"eval:eval:x@7:11"},
+	},
+	{
+		name:    "keyword arguments and lambdas in calls",
+		src:     "f(lambda x=1: x, key=eval('k'))\nsorted(a, key=lambda v: v[0], reverse=True)",
+		dynamic: []string{"eval:eval:k@1:21"},
+		calls:   []string{"f@1:0", "eval@1:21", "sorted@2:0"},
+	},
+	{
+		name:    "BOM is stripped",
+		src:     "\ufeffimport os",
+		imports: []string{"os:0@1:0"},
+	},
+	{
+		name:    "utf-8 coding declaration",
+		src:     "# -*- coding: utf-8 -*-\nimport os",
+		imports: []string{"os:0@2:0"},
+	},
+	{
+		name:    "return and yield with unparenthesised stars",
+		src:     "def g():\n    return *a, eval('x')\ndef h():\n    yield *a, b\nfor x in *a, *b:\n    pass",
+		dynamic: []string{"eval:eval:x@2:15"},
+	},
+	{
+		name: "global, nonlocal, del, assert, raise from",
+		src:  "def f():\n    global g\n    def h():\n        nonlocal x\n    del a[0], b\n    assert x, msg\n    raise E from exc\n",
+	},
+}
+
 func TestSource(t *testing.T) {
-	tests := []struct {
-		name string
-		src  string
-		// nil fields are not checked; use []string{} for "none".
-		imports, dynamic, calls []string
-	}{
-		{
-			name:    "f-string field hides __import__",
-			src:     `print(f"{__import__('os').getcwd()}")`,
-			dynamic: []string{"__import__:__import__:os@1:9"},
-			calls:   []string{"print@1:0", "__import__@1:9"},
-		},
-		{
-			name:    "import list",
-			src:     "import json, os",
-			imports: []string{"json:0@1:0", "os:0@1:0"},
-		},
-		{
-			name:    "simple statements after if",
-			src:     "if True: import a; import b",
-			imports: []string{"a:0@1:9 cond", "b:0@1:19 cond"},
-		},
-		{
-			name:    "relative import",
-			src:     "from . import x",
-			imports: []string{":1@1:0"},
-		},
-		{
-			name:    "relative import with package and alias",
-			src:     "from ..pkg import y as z\nz()",
-			imports: []string{"pkg:2@1:0"},
-			calls:   []string{"..pkg.y@2:0"},
-		},
-		{
-			name:    "import inside match/case",
-			src:     "match cmd:\n    case ['go', where] if where:\n        import a\n    case Point(x=0, y=os.sep):\n        pass\n    case {'k': v, **rest} | [*_] as c:\n        pass\n    case _:\n        import c\n",
-			imports: []string{"a:0@3:8 cond", "c:0@9:8 cond"},
-			dynamic: []string{},
-			calls:   []string{},
-		},
-		{
-			name:    "match guard and class pattern names",
-			src:     "match x:\n    case os.Environ() if eval('1'):\n        pass\n",
-			dynamic: []string{"eval:eval:1@2:25"},
-			calls:   []string{"eval@2:25"},
-		},
-		{
-			name:    "import inside async def",
-			src:     "async def main():\n    import asyncio\n    await asyncio.sleep(1)\n    async with lock as l:\n        async for x in aiter():\n            pass\n    return [y async for y in gen() if await y]\n",
-			imports: []string{"asyncio:0@2:4 cond"},
-			calls:   []string{"asyncio.sleep@3:10", "aiter@5:23", "gen@7:29"},
-		},
-		{
-			name:    "fullwidth identifiers are NFKC-normalised",
-			src:     "import ｓｕｂｐｒｏｃｅｓｓ\nｅｘｅｃ('x')\nｓｕｂｐｒｏｃｅｓｓ.run()",
-			imports: []string{"subprocess:0@1:0"},
-			dynamic: []string{"exec:exec:x@2:0"},
-			calls:   []string{"exec@2:0", "subprocess.run@3:0"},
-		},
-		{
-			name:    "annotated assignment keeps annotation and value",
-			src:     "x: eval('t') = __import__('a')\ny: compile\nself.z: int = 1",
-			dynamic: []string{"eval:eval:t@1:3", "__import__:__import__:a@1:15", "compile:compile:@2:3"},
-		},
-		{
-			name:    "walrus",
-			src:     "if (m := __import__('re')):\n    pass\n[y for x in z if (y := exec(x))]",
-			dynamic: []string{"__import__:__import__:re@1:9", "exec:exec:@3:23"},
-		},
-		{
-			name:    "positional-only parameters and defaults",
-			src:     "def f(a, /, b=exec('x'), *, c): pass\nlam = lambda a, /, b: eval(b)",
-			dynamic: []string{"exec:exec:x@1:14", "eval:eval:@2:22"},
-		},
-		{
-			name:  "trailing commas",
-			src:   "def f(*args, **kw,): pass\nf(*a, **k,)\nclass C(A, metaclass=M,): pass",
-			calls: []string{"f@2:0"},
-		},
-		{
-			name:    "PEP 448 unpacking in displays and calls",
-			src:     "print(*[1], *[2], **{'a': 1}, **{'b': eval('2')})\nx = [*a, *b]\ny = {**d, 'k': getattr(o, n)}\nz = *a, *b",
-			dynamic: []string{"eval:eval:2@1:38", "getattr:getattr:@3:15"},
-		},
-		{
-			name:  "matrix multiplication",
-			src:   "m = np.dot(a) @ b\nm @= inv(c)",
-			calls: []string{"np.dot@1:4", "inv@2:5"},
-		},
-		{
-			name:    "decorators of any expression",
-			src:     "@buttons[0].connect(eval('x'))\n@(lambda f: f)\n@property\ndef f(): pass",
-			dynamic: []string{"eval:eval:x@1:20"},
-			calls:   []string{"eval@1:20"},
-		},
-		{
-			name:    "parenthesised context managers",
-			src:     "with (open('a') as f, open('b') as g,):\n    import zlib\nwith (yield_ctx()):\n    pass",
-			imports: []string{"zlib:0@2:4 cond"},
-			calls:   []string{"open@1:6", "open@1:22", "yield_ctx@3:6"},
-		},
-		{
-			name:    "except star",
-			src:     "try:\n    pass\nexcept* ValueError as eg:\n    import traceback\n",
-			imports: []string{"traceback:0@4:4 cond"},
-		},
-		{
-			name:    "type alias statement",
-			src:     "type X = dict[str, eval('int')]\ntype Y[T: __import__('a')] = list[T]",
-			dynamic: []string{"eval:eval:int@1:19", "__import__:__import__:a@2:10"},
-		},
-		{
-			name:    "PEP 695 type parameters",
-			src:     "def f[T: __import__('os'), *Ts, **P](x: T) -> T: pass\nclass C[T = eval('x')](Base): pass\nclass D[T: exec('b')]: pass",
-			dynamic: []string{"__import__:__import__:os@1:9", "eval:eval:x@2:12", "exec:exec:b@3:11"},
-		},
-		{
-			name:    "starred subscripts",
-			src:     "x = a[*idx, exec('1')]\ndef g(*args: *Ts): pass",
-			dynamic: []string{"exec:exec:1@1:12"},
-		},
-		{
-			name:  "soft keywords as names",
-			src:   "match = 1\ncase = 2\ntype = 3\n_ = match + case\nprint(type(_))\nmatch(x)\nmatch.group(1)\ntype.mro()\n",
-			calls: []string{"print@5:0", "type@5:6", "match@6:0", "match.group@7:0", "type.mro@8:0"},
-		},
-		{
-			name:    "numeric underscores",
-			src:     "x = 1_000_000 + 0x_FF + 1_0.5e1_0j + 0b_1 + 0o7_7\nimport numbers",
-			imports: []string{"numbers:0@2:0"},
-		},
-		{
-			name:    "nested f-strings and format specs",
-			src:     `s = f"{x!r:>{width}} {f'{eval("1")}'} {y:{'>' if z else '<'}{compile('a', 'b', 'exec')}}"`,
-			dynamic: []string{"eval:eval:1@1:25", "compile:compile:a@1:61"},
-		},
-		{
-			name:    "PEP 701 quote reuse and debug fields",
-			src:     "s = f\"{d[\"key\"]} {__import__(\"os\")=} {x:=5}\"\nt = f'''\n{exec(\n  'a')}'''",
-			dynamic: []string{"__import__:__import__:os@1:18", "exec:exec:a@3:1"},
-		},
-		{
-			name:    "implicit concatenation",
-			src:     "__import__('o' 's')\n__import__('o' f's')\n__import__(r'\\x' '\\x41')",
-			dynamic: []string{"__import__:__import__:os@1:0", "__import__:__import__:@2:0", "__import__:__import__:\\xA@3:0"},
-		},
-		{
-			name:    "aliases",
-			src:     "import os as o\no.system('ls')\nfrom os import system as s\ns('ls')\nimport os.path\nos.path.join('a')\nimport xml.etree.ElementTree as ET\nET.parse(f)",
-			imports: []string{"os:0@1:0", "os:0@3:0", "os.path:0@5:0", "xml.etree.ElementTree:0@7:0"},
-			calls:   []string{"os.system@2:0", "os.system@4:0", "os.path.join@6:0", "xml.etree.ElementTree.parse@8:0"},
-		},
-		{
-			name:    "getattr family",
-			src:     "getattr(o, '__globals__')\ngetattr(o, 'name')\ngetattr(o, n)\nsetattr(o, '__dict__', 1)\ndelattr(o, 'x')",
-			dynamic: []string{"getattr:__globals__:__globals__@1:0", "getattr:getattr:@3:0", "setattr:__dict__:__dict__@4:0"},
-		},
-		{
-			name:    "dunder attributes",
-			src:     "().__class__.__bases__[0].__subclasses__()",
-			dynamic: []string{"dunder:__subclasses__:@1:0", "dunder:__bases__:@1:0", "dunder:__class__:@1:0"},
-		},
-		{
-			name:    "sys.modules, pickle, marshal, importlib",
-			src:     "import sys, pickle as p, marshal\nsys.modules['os']\np.loads(b)\nmarshal.loads(b)\nfrom importlib import import_module\nimport_module('os')\nfrom sys import modules",
-			dynamic: []string{"sys.modules:sys.modules:@2:0", "pickle.loads:pickle.loads:@3:0", "marshal.loads:marshal.loads:@4:0", "importlib.import_module:importlib.import_module:os@6:0"},
-		},
-		{
-			name:    "builtins namespace and references to dynamic callables",
-			src:     "f = eval\nimport builtins\nbuiltins.exec('x')\n__builtins__['eval']",
-			dynamic: []string{"eval:eval:@1:4", "exec:builtins.exec:x@3:0", "dunder:__builtins__:@4:0"},
-		},
-		{
-			name:    "conditional imports",
-			src:     "import top\ntry:\n    import a\nexcept ImportError:\n    a = None\nclass C:\n    import b\nfor x in y:\n    import c\nwith z:\n    import d\nwhile 1:\n    import e\ndef f():\n    import g\n",
-			imports: []string{"top:0@1:0", "a:0@3:4 cond", "b:0@7:4 cond", "c:0@9:4 cond", "d:0@11:4 cond", "e:0@13:4 cond", "g:0@15:4 cond"},
-		},
-		{
-			name:    "line numbers survive multi-line tokens",
-			src:     "x = '''a\nb'''\ny = (1 +\n  2)\nz = 1 + \\\n  2\nimport os; eval(\n'x')",
-			imports: []string{"os:0@7:0"},
-			dynamic: []string{"eval:eval:x@7:11"},
-		},
-		{
-			name:    "keyword arguments and lambdas in calls",
-			src:     "f(lambda x=1: x, key=eval('k'))\nsorted(a, key=lambda v: v[0], reverse=True)",
-			dynamic: []string{"eval:eval:k@1:21"},
-			calls:   []string{"f@1:0", "eval@1:21", "sorted@2:0"},
-		},
-		{
-			name:    "BOM is stripped",
-			src:     "\ufeffimport os",
-			imports: []string{"os:0@1:0"},
-		},
-		{
-			name:    "utf-8 coding declaration",
-			src:     "# -*- coding: utf-8 -*-\nimport os",
-			imports: []string{"os:0@2:0"},
-		},
-		{
-			name:    "return and yield with unparenthesised stars",
-			src:     "def g():\n    return *a, eval('x')\ndef h():\n    yield *a, b\nfor x in *a, *b:\n    pass",
-			dynamic: []string{"eval:eval:x@2:15"},
-		},
-		{
-			name: "global, nonlocal, del, assert, raise from",
-			src:  "def f():\n    global g\n    def h():\n        nonlocal x\n    del a[0], b\n    assert x, msg\n    raise E from exc\n",
-		},
-	}
-	for _, tt := range tests {
+	for _, tt := range sourceTests {
 		t.Run(tt.name, func(t *testing.T) {
 			f, err := Source([]byte(tt.src), Options{})
 			if err != nil {
@@ -297,36 +300,40 @@ func TestSourceImportNames(t *testing.T) {
 	}
 }
 
+var deep = strings.Repeat("(", 150) + strings.Repeat(")", 150)
+
+// errorTests are rejected inputs; those of Kind "syntax" are also checked
+// against CPython 3.13 by TestSourceAgreesWithCPython.
+var errorTests = []struct {
+	name string
+	src  string
+	opts Options
+	want Error // Msg is checked as a substring
+}{
+	{"lone CR in a comment", "import os # a\rb\n", Options{}, Error{Line: 1, Col: 13, Kind: "cr", Msg: "carriage return"}},
+	{"NUL byte", "x = 1\ny = '\x00'", Options{}, Error{Line: 2, Col: 5, Kind: "nul", Msg: "NUL"}},
+	{"invalid UTF-8", "x = 1\n# \xff\n", Options{}, Error{Line: 2, Col: 2, Kind: "encoding", Msg: "UTF-8"}},
+	{"latin-1 coding declaration", "# -*- coding: latin-1 -*-\nx = 1", Options{}, Error{Line: 1, Col: 0, Kind: "coding", Msg: "latin-1"}},
+	{"coding declaration on line 2", "#!/usr/bin/python\n# vim: set fileencoding=cp1252 :\n", Options{}, Error{Line: 2, Col: 0, Kind: "coding", Msg: "cp1252"}},
+	{"too large", "x = 1\n", Options{MaxBytes: 3}, Error{Line: 1, Col: 0, Kind: "size", Msg: "limit of 3 bytes"}},
+	{"too deeply nested", deep, Options{}, Error{Line: 1, Col: 100, Kind: "depth", Msg: "too many nested parentheses"}},
+	{"too deeply indented", nestedIfs(120), Options{}, Error{Line: 101, Col: 0, Kind: "depth", Msg: "indentation"}},
+	{"syntax error", "def f(:):\n    pass", Options{}, Error{Line: 1, Col: 6, Kind: "syntax", Msg: "invalid syntax"}},
+	{"syntax error on a later line", "x = 1\nif x\n    pass", Options{}, Error{Line: 2, Col: 4, Kind: "syntax", Msg: "invalid syntax"}},
+	{"unterminated string", "x = 'abc\n", Options{}, Error{Line: 1, Col: 4, Kind: "syntax", Msg: "unterminated string literal"}},
+	{"unterminated f-string field", "x = f'{a'\n", Options{}, Error{Line: 1, Col: 8, Kind: "syntax", Msg: "unterminated string literal"}},
+	{"empty f-string field", "x = f'{}'", Options{}, Error{Line: 1, Col: 7, Kind: "syntax", Msg: "valid expression required"}},
+	{"never closed", "x = (1,\n", Options{}, Error{Line: 1, Col: 4, Kind: "syntax", Msg: "never closed"}},
+	{"bad indentation", "if x:\n    a\n  b\n", Options{}, Error{Line: 3, Col: 2, Kind: "syntax", Msg: "unindent"}},
+	{"mixed bytes and str", "x = b'a' 'b'", Options{}, Error{Line: 1, Col: 4, Kind: "syntax", Msg: "cannot mix bytes"}},
+	{"invalid decimal literal", "x = 1abc", Options{}, Error{Line: 1, Col: 4, Kind: "syntax", Msg: "invalid decimal literal"}},
+	{"leading zeros", "x = 012", Options{}, Error{Line: 1, Col: 4, Kind: "syntax", Msg: "leading zeros"}},
+	{"fullwidth keyword is a name, not import", "ｉｍｐｏｒｔ os", Options{}, Error{Line: 1, Col: 19, Kind: "syntax", Msg: "invalid syntax"}},
+	{"BOM with a non-utf-8 declaration", "\ufeff# coding: utf8\nx = 1", Options{}, Error{Line: 1, Col: 0, Kind: "coding", Msg: "BOM"}},
+}
+
 func TestSourceErrors(t *testing.T) {
-	deep := strings.Repeat("(", 150) + strings.Repeat(")", 150)
-	tests := []struct {
-		name string
-		src  string
-		opts Options
-		want Error // Msg is checked as a substring
-	}{
-		{"lone CR in a comment", "import os # a\rb\n", Options{}, Error{Line: 1, Col: 13, Kind: "cr", Msg: "carriage return"}},
-		{"NUL byte", "x = 1\ny = '\x00'", Options{}, Error{Line: 2, Col: 5, Kind: "nul", Msg: "NUL"}},
-		{"invalid UTF-8", "x = 1\n# \xff\n", Options{}, Error{Line: 2, Col: 2, Kind: "encoding", Msg: "UTF-8"}},
-		{"latin-1 coding declaration", "# -*- coding: latin-1 -*-\nx = 1", Options{}, Error{Line: 1, Col: 0, Kind: "coding", Msg: "latin-1"}},
-		{"coding declaration on line 2", "#!/usr/bin/python\n# vim: set fileencoding=cp1252 :\n", Options{}, Error{Line: 2, Col: 0, Kind: "coding", Msg: "cp1252"}},
-		{"too large", "x = 1\n", Options{MaxBytes: 3}, Error{Line: 1, Col: 0, Kind: "size", Msg: "limit of 3 bytes"}},
-		{"too deeply nested", deep, Options{}, Error{Line: 1, Col: 100, Kind: "depth", Msg: "too many nested parentheses"}},
-		{"too deeply indented", nestedIfs(120), Options{}, Error{Line: 101, Col: 0, Kind: "depth", Msg: "indentation"}},
-		{"syntax error", "def f(:):\n    pass", Options{}, Error{Line: 1, Col: 6, Kind: "syntax", Msg: "invalid syntax"}},
-		{"syntax error on a later line", "x = 1\nif x\n    pass", Options{}, Error{Line: 2, Col: 4, Kind: "syntax", Msg: "invalid syntax"}},
-		{"unterminated string", "x = 'abc\n", Options{}, Error{Line: 1, Col: 4, Kind: "syntax", Msg: "unterminated string literal"}},
-		{"unterminated f-string field", "x = f'{a'\n", Options{}, Error{Line: 1, Col: 8, Kind: "syntax", Msg: "unterminated string literal"}},
-		{"empty f-string field", "x = f'{}'", Options{}, Error{Line: 1, Col: 7, Kind: "syntax", Msg: "valid expression required"}},
-		{"never closed", "x = (1,\n", Options{}, Error{Line: 1, Col: 4, Kind: "syntax", Msg: "never closed"}},
-		{"bad indentation", "if x:\n    a\n  b\n", Options{}, Error{Line: 3, Col: 2, Kind: "syntax", Msg: "unindent"}},
-		{"mixed bytes and str", "x = b'a' 'b'", Options{}, Error{Line: 1, Col: 4, Kind: "syntax", Msg: "cannot mix bytes"}},
-		{"invalid decimal literal", "x = 1abc", Options{}, Error{Line: 1, Col: 4, Kind: "syntax", Msg: "invalid decimal literal"}},
-		{"leading zeros", "x = 012", Options{}, Error{Line: 1, Col: 4, Kind: "syntax", Msg: "leading zeros"}},
-		{"fullwidth keyword is a name, not import", "ｉｍｐｏｒｔ os", Options{}, Error{Line: 1, Col: 19, Kind: "syntax", Msg: "invalid syntax"}},
-		{"BOM with a non-utf-8 declaration", "\ufeff# coding: utf8\nx = 1", Options{}, Error{Line: 1, Col: 0, Kind: "coding", Msg: "BOM"}},
-	}
-	for _, tt := range tests {
+	for _, tt := range errorTests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Source([]byte(tt.src), tt.opts)
 			var got *Error
