@@ -87,10 +87,10 @@ func (lw *lowered) syntaxError(err error) *Error {
 }
 
 func (lw *lowered) atNewline(line, col int) bool {
-	if line < 1 || line > len(lw.lines) || len(lw.lines[line-1]) == 0 {
+	ents := lw.line(line)
+	if len(ents) == 0 {
 		return false
 	}
-	ents := lw.lines[line-1]
 	return int(ents[len(ents)-1].outCol) == col
 }
 
@@ -578,6 +578,13 @@ func (w *walker) facts() Facts {
 			if n.Ctx != ast.Load {
 				continue
 			}
+		}
+		if n, ok := it.node.(*ast.Name); ok && len(w.alias[w.ident(n.Id)]) == 0 {
+			// an unbound-by-import name: only the builtins matter
+			if k := dynKind(w.ident(n.Id)); k != "" && !it.callee {
+				f.Dynamic = append(f.Dynamic, Dynamic{Kind: k, Name: k, Line: line, Col: col})
+			}
+			continue
 		}
 		for _, r := range w.resolve(it.node.(ast.Expr)) {
 			if r == "sys.modules" {

@@ -48,7 +48,8 @@ type strGroup struct {
 
 type lowered struct {
 	out   []byte
-	lines [][]mapEnt // lines[i] maps output line i+1
+	ents  []mapEnt // output tokens, line after line
+	lines []int32  // lines[i] is the index in ents of output line i+1's first token
 	strs  []strGroup
 	names []string // identifiers emitted as pdmU_<i>
 }
@@ -82,7 +83,7 @@ type lowerer struct {
 }
 
 func lower(toks []token) (*lowered, error) {
-	lr := &lowerer{lw: &lowered{out: make([]byte, 0, len(toks)*4)}, names: map[string]int{}}
+	lr := &lowerer{lw: &lowered{out: make([]byte, 0, len(toks)*4), ents: make([]mapEnt, 0, len(toks)+len(toks)/4)}, names: map[string]int{}}
 	level := 0
 	matchBody := []bool{false}
 	pendingMatch := false
@@ -799,7 +800,8 @@ func (lr *lowerer) group(ts []token) (int, error) {
 
 func (lr *lowerer) flush(level int, nl token) {
 	lw := lr.lw
-	ents := make([]mapEnt, 0, len(lr.line))
+	lw.lines = append(lw.lines, int32(len(lw.ents)))
+	ents := lw.ents
 	lineStart := len(lw.out)
 	for i := 0; i < level; i++ {
 		lw.out = append(lw.out, ' ')
@@ -817,7 +819,19 @@ func (lr *lowerer) flush(level int, nl token) {
 	lw.out = append(lw.out, ' ')
 	ents = append(ents, mapEnt{outCol: int32(len(lw.out) - lineStart), line: nl.line, col: nl.col})
 	lw.out = append(lw.out, '\n')
-	lw.lines = append(lw.lines, ents)
+	lw.ents = ents
+}
+
+// line returns the map entries of output line n (1-based).
+func (lw *lowered) line(n int) []mapEnt {
+	if n < 1 || n > len(lw.lines) {
+		return nil
+	}
+	end := int32(len(lw.ents))
+	if n < len(lw.lines) {
+		end = lw.lines[n]
+	}
+	return lw.ents[lw.lines[n-1]:end]
 }
 
 // origPos maps a position in the lowered source back to the original.
@@ -831,10 +845,10 @@ func (lw *lowered) origPos(line, col int) (int, int) {
 	if line > len(lw.lines) {
 		line = len(lw.lines)
 	}
-	ents := lw.lines[line-1]
+	ents := lw.line(line)
 	for len(ents) == 0 && line > 1 {
 		line--
-		ents = lw.lines[line-1]
+		ents = lw.line(line)
 	}
 	if len(ents) == 0 {
 		return 1, 0

@@ -41,7 +41,7 @@ type token struct {
 }
 
 type lexer struct {
-	src       []byte
+	src       string
 	pos       int
 	line      int
 	lineStart int
@@ -77,7 +77,7 @@ func (l *lexer) newline() {
 // tokenize turns src (pre-checked UTF-8) into tokens with NEWLINE, INDENT
 // and DEDENT as CPython's tokenizer makes them.
 func tokenize(src []byte, maxDepth int) (toks []token, err error) {
-	l := &lexer{src: src, line: 1, maxDepth: maxDepth, indents: []int{0}, alts: []int{0}}
+	l := &lexer{src: string(src), line: 1, maxDepth: maxDepth, indents: []int{0}, alts: []int{0}}
 	l.toks = make([]token, 0, len(src)/4+16)
 	defer func() {
 		if r := recover(); r != nil {
@@ -286,14 +286,14 @@ func (l *lexer) token() {
 	}
 	rest := src[l.pos:]
 	for _, op := range ops3 {
-		if len(rest) >= 3 && string(rest[:3]) == op {
+		if len(rest) >= 3 && (rest[:3]) == op {
 			l.pos += 3
 			l.emit(kOp, op, line, col)
 			return
 		}
 	}
 	for _, op := range ops2 {
-		if len(rest) >= 2 && string(rest[:2]) == op {
+		if len(rest) >= 2 && (rest[:2]) == op {
 			l.pos += 2
 			l.emit(kOp, op, line, col)
 			return
@@ -410,7 +410,7 @@ func (l *lexer) number() {
 		imag = true
 	}
 	if !isFloat && !imag && intDigits > 1 {
-		s := strings.ReplaceAll(string(src[start:l.pos]), "_", "")
+		s := strings.ReplaceAll((src[start:l.pos]), "_", "")
 		if s[0] == '0' && strings.Trim(s, "0") != "" {
 			l.fail(line, col, "syntax", "leading zeros in decimal integer literals are not permitted; use an 0o prefix for octal integers")
 		}
@@ -427,7 +427,7 @@ func (l *lexer) endNumber(start, line, col int) {
 			rest := l.src[l.pos:]
 			ok := false
 			for _, kw := range []string{"and", "else", "for", "if", "in", "is", "not", "or"} {
-				if len(rest) >= len(kw) && string(rest[:len(kw)]) == kw {
+				if len(rest) >= len(kw) && (rest[:len(kw)]) == kw {
 					ok = true
 				}
 			}
@@ -436,7 +436,7 @@ func (l *lexer) endNumber(start, line, col int) {
 			}
 		}
 	}
-	l.emit(kNumber, string(l.src[start:l.pos]), line, col)
+	l.emit(kNumber, (l.src[start:l.pos]), line, col)
 }
 
 func isIDStart(r rune) bool {
@@ -461,7 +461,7 @@ func (l *lexer) name() {
 		if c < utf8.RuneSelf {
 			break
 		}
-		r, n := utf8.DecodeRune(src[l.pos:])
+		r, n := utf8.DecodeRuneInString(src[l.pos:])
 		if !isIDContinue(r) && !(l.pos == start && isIDStart(r)) {
 			// NFKC may turn it into an identifier char (e.g. fullwidth
 			// digits are Nd already); anything else ends the name.
@@ -473,10 +473,10 @@ func (l *lexer) name() {
 		l.pos += n
 	}
 	if l.pos == start {
-		r, _ := utf8.DecodeRune(src[l.pos:])
+		r, _ := utf8.DecodeRuneInString(src[l.pos:])
 		l.fail(line, col, "syntax", "invalid character '%c' (U+%04X)", r, r)
 	}
-	s := string(src[start:l.pos])
+	s := (src[start:l.pos])
 	if !ascii {
 		s = norm.NFKC.String(s)
 		for i, r := range s {
@@ -504,7 +504,7 @@ func (l *lexer) name() {
 func (l *lexer) str(start, q int) {
 	src := l.src
 	line, col := l.line, start-l.lineStart
-	prefix := strings.ToLower(string(src[start:q]))
+	prefix := strings.ToLower((src[start:q]))
 	raw := strings.IndexByte(prefix, 'r') >= 0
 	quote := src[q]
 	triple := q+2 < len(src) && src[q+1] == quote && src[q+2] == quote
@@ -514,7 +514,7 @@ func (l *lexer) str(start, q int) {
 	}
 	l.pos = q + qlen
 	if strings.IndexByte(prefix, 'f') >= 0 {
-		l.emit(kFStart, string(src[start:l.pos]), line, col)
+		l.emit(kFStart, (src[start:l.pos]), line, col)
 		l.fstring(quote, triple, raw, line, col)
 		return
 	}
@@ -529,7 +529,7 @@ func (l *lexer) str(start, q int) {
 		switch {
 		case c == quote && (!triple || l.pos+2 < len(src) && src[l.pos+1] == quote && src[l.pos+2] == quote):
 			l.pos += qlen
-			l.emit(kString, string(src[start:l.pos]), line, col)
+			l.emit(kString, (src[start:l.pos]), line, col)
 			return
 		case c == '\\':
 			l.pos++
@@ -675,7 +675,7 @@ func (l *lexer) fieldTail(quote byte, triple, raw bool, line, col int) {
 		for l.pos < len(src) && (src[l.pos] >= 'a' && src[l.pos] <= 'z' || src[l.pos] >= 'A' && src[l.pos] <= 'Z') {
 			l.pos++
 		}
-		switch string(src[p:l.pos]) {
+		switch (src[p:l.pos]) {
 		case "s", "r", "a":
 		default:
 			l.fail(l.line, p-l.lineStart, "syntax", "f-string: invalid conversion character")
