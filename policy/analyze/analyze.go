@@ -98,6 +98,7 @@ type item struct {
 	node   ast.Ast
 	cond   bool
 	callee bool // the Func of a Call
+	chain  bool // the Value of an Attribute
 }
 
 type walker struct {
@@ -405,7 +406,9 @@ func (w *walker) walk(mod ast.Mod) {
 			w.push(n.Kwargs, c)
 		case *ast.Attribute:
 			w.names = append(w.names, it)
-			w.push(n.Value, c)
+			if n.Value != nil {
+				w.stack = append(w.stack, item{node: n.Value, cond: c, chain: true})
+			}
 		case *ast.Subscript:
 			w.push(n.Value, c)
 			w.slice(n.Slice, c)
@@ -461,6 +464,21 @@ func (w *walker) resolve(e ast.Expr) []string {
 		return nil
 	}
 	return nil
+}
+
+// root returns the name at the root of an attribute chain, or "".
+func (w *walker) root(e ast.Expr) string {
+	for i := 0; i <= maxDotted; i++ {
+		switch x := e.(type) {
+		case *ast.Attribute:
+			e = x.Value
+			continue
+		case *ast.Name:
+			return w.ident(x.Id)
+		}
+		return ""
+	}
+	return ""
 }
 
 // maxDotted bounds the attribute chains resolve follows: no module path is
@@ -522,7 +540,7 @@ func (w *walker) constStr(e ast.Expr) (string, bool) {
 }
 
 func (w *walker) facts() Facts {
-	f := Facts{Imports: w.imports, Dynamic: []Dynamic{}, Calls: []Call{}}
+	f := Facts{Imports: w.imports, Dynamic: []Dynamic{}, Calls: []Call{}, References: []Call{}}
 	if f.Imports == nil {
 		f.Imports = []Import{}
 	}
@@ -554,6 +572,16 @@ func (w *walker) facts() Facts {
 			}
 			if argi == 1 {
 				if d.Constant && !isDunder(*d.Arg) {
+					if kind == "getattr" && len(c.Args) > 0 {
+						// getattr(os, "system") is os.system
+						for _, o := range w.resolve(c.Args[0]) {
+							r := o + "." + *d.Arg
+							f.References = append(f.References, Call{Name: r, Line: line, Col: col})
+							if k := dynKind(r); k != "" {
+								f.Dynamic = append(f.Dynamic, Dynamic{Kind: k, Name: r, Line: line, Col: col})
+							}
+						}
+					}
 					continue
 				}
 				if d.Constant {
@@ -577,6 +605,17 @@ func (w *walker) facts() Facts {
 			}
 			if n.Ctx != ast.Load {
 				continue
+			}
+		}
+		if it.callee || it.chain {
+			// a reference is the whole chain used as a value
+		} else if root := w.root(it.node.(ast.Expr)); root != "" && len(w.alias[root]) > 0 {
+			if a, ok := it.node.(*ast.Attribute); !ok || a.Ctx == ast.Load {
+				for _, r := range w.resolve(it.node.(ast.Expr)) {
+					if strings.Contains(r, ".") { // a bare module is not a reference of interest
+						f.References = append(f.References, Call{Name: r, Line: line, Col: col})
+					}
+				}
 			}
 		}
 		if n, ok := it.node.(*ast.Name); ok && len(w.alias[w.ident(n.Id)]) == 0 {
@@ -604,9 +643,11 @@ func (w *walker) facts() Facts {
 	sort.SliceStable(f.Dynamic, func(i, j int) bool {
 		return less(f.Dynamic[i].Line, f.Dynamic[i].Col, f.Dynamic[j].Line, f.Dynamic[j].Col)
 	})
-	sort.SliceStable(f.Calls, func(i, j int) bool {
-		return less(f.Calls[i].Line, f.Calls[i].Col, f.Calls[j].Line, f.Calls[j].Col)
-	})
+	for _, l := range [][]Call{f.Calls, f.References} {
+		sort.SliceStable(l, func(i, j int) bool {
+			return less(l[i].Line, l[i].Col, l[j].Line, l[j].Col)
+		})
+	}
 	return f
 }
 

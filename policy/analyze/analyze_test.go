@@ -400,3 +400,22 @@ func TestSourceConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestSourceReferences(t *testing.T) {
+	src := "import os as o\nfrom subprocess import run\nf = o.system\nmap(run, xs)\ng = getattr(o, 'popen')\nimport builtins\nh = getattr(builtins, 'eval')\no.path.join('a')\nx = y.z\n"
+	f, err := Source([]byte(src), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refs []string
+	for _, r := range f.References {
+		refs = append(refs, fmt.Sprintf("%s@%d:%d", r.Name, r.Line, r.Col))
+	}
+	want := []string{"os.system@3:4", "subprocess.run@4:4", "os.popen@5:4", "builtins.eval@7:4"}
+	if diff := cmp.Diff(want, refs); diff != "" {
+		t.Errorf("references mismatch (-want +got):\n%s", diff)
+	}
+	if got := summarize(f).Dynamic; !cmp.Equal(got, []string{"eval:builtins.eval:@7:4"}) {
+		t.Errorf("dynamic = %v, want getattr(builtins, 'eval') reported as eval", got)
+	}
+}

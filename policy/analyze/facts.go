@@ -11,6 +11,12 @@ type Facts struct {
 	Imports []Import  `json:"imports"`
 	Dynamic []Dynamic `json:"dynamic"`
 	Calls   []Call    `json:"calls"`
+	// References are names bound by an import (or attribute chains rooted
+	// at one) used as values rather than called, resolved like Calls:
+	// `f = os.system`, `map(o.system, xs)`, `from os import system;
+	// g(system)` all give "os.system"; `getattr(os, "system")` does too.
+	// A policy that blocks a call should block its references as well.
+	References []Call `json:"references"`
 }
 
 // Import is one imported module: `import a, b` gives two, `from x import y, z`
@@ -49,6 +55,12 @@ type Dynamic struct {
 	// "setattr", "delattr", "dunder" (attribute access to a dunder name),
 	// "sys.modules", "pickle.loads" (and .load / marshal.loads ...: Kind is
 	// the resolved dotted name).
+	//
+	// Besides calls, a reference to one of these callables that is not
+	// called where it appears (`f = eval`, `map(getattr, ...)`) is
+	// reported with Constant false, and so is `getattr(builtins, "exec")`.
+	// Kind "dunder" also covers the names __builtins__, __loader__ and
+	// __spec__ used outside an attribute.
 	Kind string `json:"kind"`
 	// Name is the dunder attribute for Kind "dunder" or a getattr-family
 	// constant name; otherwise the resolved callee name.
@@ -65,7 +77,10 @@ type Dynamic struct {
 // Call is one call whose callee is a name or an attribute chain rooted at a
 // name, resolved through import aliases: `import os as o; o.system()` and
 // `from os import system as s; s()` both give "os.system"; `print()` gives
-// "print".
+// "print". Alias resolution ignores control flow: a name bound by several
+// imports gives one Call per binding, at the same position. Relative
+// imports resolve with their dots: `from . import m; m.f()` gives ".m.f".
+// Class patterns of match statements are not calls.
 type Call struct {
 	Name string `json:"name"`
 	Line int    `json:"line"`

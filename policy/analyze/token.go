@@ -675,7 +675,7 @@ func (l *lexer) fieldTail(quote byte, triple, raw bool, line, col int) {
 		for l.pos < len(src) && (src[l.pos] >= 'a' && src[l.pos] <= 'z' || src[l.pos] >= 'A' && src[l.pos] <= 'Z') {
 			l.pos++
 		}
-		switch (src[p:l.pos]) {
+		switch src[p:l.pos] {
 		case "s", "r", "a":
 		default:
 			l.fail(l.line, p-l.lineStart, "syntax", "f-string: invalid conversion character")
