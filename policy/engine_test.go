@@ -53,6 +53,9 @@ func run(f analyze.Facts) Input {
 	if f.Calls == nil {
 		f.Calls = []analyze.Call{}
 	}
+	if f.References == nil {
+		f.References = []analyze.Call{}
+	}
 	return Input{Tool: ToolExecuteTransient, Code: &Code{Facts: f, Bytes: 100, Lines: 10}, Principal: Principal{Sub: "alice", Scopes: []string{}}}
 }
 
@@ -384,8 +387,9 @@ func TestInputValue(t *testing.T) {
 					{Module: "os.path", Alias: "p", Line: 1, Col: 2, Conditional: true},
 					{Module: "x", Level: 2, From: true, Names: []analyze.Alias{{Name: "a", AsName: "b"}, {Name: "*"}}, Line: 3},
 				},
-				Dynamic: []analyze.Dynamic{{Kind: "__import__", Arg: &arg, Constant: true, Line: 4, Col: 5}, {Kind: "dunder", Name: "__dict__"}},
-				Calls:   []analyze.Call{{Name: "os.system", Line: 6, Col: 7}},
+				Dynamic:    []analyze.Dynamic{{Kind: "__import__", Arg: &arg, Constant: true, Line: 4, Col: 5}, {Kind: "dunder", Name: "__dict__"}},
+				Calls:      []analyze.Call{{Name: "os.system", Line: 6, Col: 7}},
+				References: []analyze.Call{{Name: "os.popen", Line: 8, Col: 9}},
 			}, Bytes: 123, Lines: 7, Source: []byte("not in the input")},
 			Package:         &Package{Name: "numpy", Specifier: "==1", Index: "https://x"},
 			Session:         &Session{ID: "s", Owner: "o", Exists: true, OwnerCount: 2, Packages: 3},
@@ -500,7 +504,7 @@ func TestListRegex(t *testing.T) {
 	allowed := regexp.MustCompile(listRegex("allowed_modules", names))
 	for text, want := range map[string]string{
 		"numpy.\nnumpy.linalg.\n__future__.\ncollections.abc.\n": "",
-		"numpy.\nnumpyro.\ncollections.\n":                         "numpyro.\ncollections.\n",
+		"numpy.\nnumpyro.\ncollections.\n":                       "numpyro.\ncollections.\n",
 	} {
 		if got := allowed.ReplaceAllString(text, ""); got != want {
 			t.Errorf("allowed regex on %q leaves %q, want %q", text, got, want)

@@ -83,7 +83,7 @@ func limitsTerm(l Limits) *ast.Term {
 // factsTerm mirrors the JSON encoding of analyze.Facts (nil lists as null,
 // omitempty fields left out).
 func factsTerm(f analyze.Facts) *ast.Term {
-	var imports, dynamic, calls *ast.Term
+	var imports, dynamic *ast.Term
 	if f.Imports == nil {
 		imports = ast.NullTerm()
 	} else {
@@ -140,20 +140,23 @@ func factsTerm(f analyze.Facts) *ast.Term {
 		}
 		dynamic = ast.ArrayTerm(ts...)
 	}
-	if f.Calls == nil {
-		calls = ast.NullTerm()
-	} else {
-		ts := make([]*ast.Term, len(f.Calls))
-		for i, c := range f.Calls {
-			ts[i] = ast.ObjectTerm(
-				item("name", ast.StringTerm(c.Name)),
-				item("line", ast.IntNumberTerm(c.Line)),
-				item("col", ast.IntNumberTerm(c.Col)),
-			)
-		}
-		calls = ast.ArrayTerm(ts...)
+	return ast.ObjectTerm(item("imports", imports), item("dynamic", dynamic),
+		item("calls", callsTerm(f.Calls)), item("references", callsTerm(f.References)))
+}
+
+func callsTerm(calls []analyze.Call) *ast.Term {
+	if calls == nil {
+		return ast.NullTerm()
 	}
-	return ast.ObjectTerm(item("imports", imports), item("dynamic", dynamic), item("calls", calls))
+	ts := make([]*ast.Term, len(calls))
+	for i, c := range calls {
+		ts[i] = ast.ObjectTerm(
+			item("name", ast.StringTerm(c.Name)),
+			item("line", ast.IntNumberTerm(c.Line)),
+			item("col", ast.IntNumberTerm(c.Col)),
+		)
+	}
+	return ast.ArrayTerm(ts...)
 }
 
 // decodeDecision reads data.pydocker.decision as evaluated (JSON-like Go

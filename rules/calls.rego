@@ -4,27 +4,42 @@
 #   blocked_calls are dotted names matched against the code's calls after
 #   import-alias resolution (`import os as o; o.system()` is os.system),
 #   with prefix semantics ("subprocess" blocks subprocess.run). A builtins.
-#   prefix is ignored: "open" also blocks builtins.open().
+#   prefix is ignored: "open" also blocks builtins.open(). References to a
+#   blocked callable (facts.references) are blocked like calls.
 package pydocker.rules.calls
 
 import data.pydocker.lib
 
 prefixes := lib.dotted_all(object.get(data.pydocker.config, "blocked_calls", []))
 
-# One line "NAME.\n" per call; one regular expression answers for all of
-# them (see lib.list_regex) before calls are judged one by one.
-called := sprintf("%s.\n", [concat(".\n", [c.name | some c in input.code.facts.calls])])
+# One line "NAME.\n" per call and reference; one regular expression
+# answers for all of them (see lib.list_regex) before they are judged one
+# by one.
+called := sprintf("%s.\n", [concat(".\n", array.concat(
+	[c.name | some c in input.code.facts.calls],
+	[r.name | some r in input.code.facts.references],
+))])
 
-deny contains v if {
+maybe_blocked if {
 	lib.config_regex("blocked_calls") != ""
 	regex.match(lib.config_regex("blocked_calls"), called)
+}
+
+# entry is the blocked_calls entry that covers a called name.
+entry(name) := lib.matching(lib.dotted(trim_prefix(name, "builtins.")), prefixes)[0]
+
+deny contains v if {
+	maybe_blocked
 	some c in input.code.facts.calls
-	name := lib.dotted(trim_prefix(c.name, "builtins."))
-	strings.any_prefix_match(name, prefixes)
-	entry := lib.matching(name, prefixes)[0]
-	v := lib.violation(
-		"calls.blocked",
-		sprintf("call to %s is blocked (blocked_calls lists %q)", [c.name, entry]),
-		c,
-	)
+	e := entry(c.name)
+	v := lib.violation("calls.blocked", sprintf("call to %s is blocked (blocked_calls lists %q)", [c.name, e]), c)
+}
+
+# A blocked callable used as a value (`f = os.system`, `map(os.system, xs)`,
+# `getattr(os, "system")`) is blocked as well: it is called elsewhere.
+deny contains v if {
+	maybe_blocked
+	some r in input.code.facts.references
+	e := entry(r.name)
+	v := lib.violation("calls.blocked", sprintf("reference to %s is blocked (blocked_calls lists %q): it would be called elsewhere", [r.name, e]), r)
 }

@@ -2,7 +2,7 @@ package pydocker.test.calls
 
 import data.pydocker.rules.calls
 
-code(calls) := {"tool": "execute-transient", "code": {"facts": {"imports": [], "dynamic": [], "calls": calls}}}
+code(calls) := {"tool": "execute-transient", "code": {"facts": {"imports": [], "dynamic": [], "calls": calls, "references": []}}}
 
 call(name, line) := {"name": name, "line": line, "col": 2}
 
@@ -35,4 +35,10 @@ test_precomputed_regex if {
 	conf := {"blocked_calls": ["os.system"], "regex": {"blocked_calls": `(?m)^(?:builtins\.)?(?:os\.system)\.`}}
 	d := calls.deny with input as code([call("os.system", 1), call("os.getcwd", 2)]) with data.pydocker.config as conf
 	{v.line | some v in d} == {1}
+}
+
+test_references_are_blocked_too if {
+	inp := {"code": {"facts": {"calls": [], "references": [call("os.system", 4), call("os.getcwd", 5)]}}}
+	d := calls.deny with input as inp with data.pydocker.config.blocked_calls as ["os.system"]
+	d == {{"rule": "calls.blocked", "msg": `reference to os.system is blocked (blocked_calls lists "os.system"): it would be called elsewhere`, "line": 4, "col": 2}}
 }
