@@ -50,7 +50,8 @@ func Source(src []byte, opts Options) (f Facts, err error) {
 	if err != nil {
 		return Facts{}, lw.syntaxError(err)
 	}
-	w := &walker{lw: lw, alias: map[string][]string{}, starts: map[ast.Expr][2]int{}}
+	w := &walker{lw: lw, alias: map[string][]string{}, starts: map[ast.Expr][2]int{},
+		stack: make([]item, 0, 256), names: make([]item, 0, len(lw.ents)/3)}
 	w.walk(mod)
 	return w.facts(), nil
 }

@@ -78,7 +78,7 @@ func (l *lexer) newline() {
 // and DEDENT as CPython's tokenizer makes them.
 func tokenize(src []byte, maxDepth int) (toks []token, err error) {
 	l := &lexer{src: string(src), line: 1, maxDepth: maxDepth, indents: []int{0}, alts: []int{0}}
-	l.toks = make([]token, 0, len(src)/4+16)
+	l.toks = make([]token, 0, len(src)/3+16)
 	defer func() {
 		if r := recover(); r != nil {
 			e, ok := r.(*Error)
