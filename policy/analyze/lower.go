@@ -266,6 +266,11 @@ func simpleStmts(ts []token) []token {
 		if isOp(ts[i], ";") {
 			cuts = append(cuts, i)
 		}
+		if isOp(ts[i], ":=") {
+			// an unparenthesised walrus is not a statement: keep it so
+			// the parse fails as CPython's does
+			ts[i].flag |= fKeep
+		}
 		return true
 	})
 	if len(cuts) == 0 {
@@ -407,6 +412,9 @@ func typeAlias(ts []token) []token {
 		if m < 0 {
 			return nil
 		}
+		if m == 3 {
+			return nil // empty type parameter list: left for the parser to reject
+		}
 		extra = typeParams(ts[3:m])
 		k = m + 1
 	}
@@ -428,7 +436,7 @@ func defStmt(ts []token) []token {
 	var extra [][]token
 	if isOp(ts[2], "[") {
 		m := matchClose(ts, 2)
-		if m < 0 {
+		if m < 0 || m == 3 {
 			return ts
 		}
 		extra = typeParams(ts[3:m])
@@ -458,7 +466,7 @@ func classStmt(ts []token) []token {
 		return ts
 	}
 	m := matchClose(ts, 2)
-	if m < 0 {
+	if m < 0 || m == 3 {
 		return ts
 	}
 	extra := typeParams(ts[3:m])
@@ -513,6 +521,29 @@ type frame struct {
 	kind    byte // 't' top, 'p' paren, 'l' list, 's' subscript, 'b' brace, 'c' call, 'd' def params, 'f' string group, 'F' field
 	lambdas int  // lambdas whose parameters are open at this level
 	end     int  // for 'f': index of the first token after the group
+	kw      bool // a call has seen a keyword argument
+	dstar   bool // a call has seen **
+}
+
+// argOrder checks the order of a call's arguments as arguments become
+// positional: t starts an argument.
+func (f *frame) argOrder(t, next token) error {
+	switch {
+	case isOp(t, ")"):
+	case isOp(t, "**"):
+		f.dstar = true
+	case isOp(t, "*"):
+		if f.dstar {
+			return errAt(int(t.line), int(t.col), "syntax", "iterable argument unpacking follows keyword argument unpacking")
+		}
+	case t.k == kName && isOp(next, "="):
+		f.kw = true
+	case f.dstar:
+		return errAt(int(t.line), int(t.col), "syntax", "positional argument follows keyword argument unpacking")
+	case f.kw:
+		return errAt(int(t.line), int(t.col), "syntax", "positional argument follows keyword argument")
+	}
+	return nil
 }
 
 func (lr *lowerer) put(text string, t token) {
@@ -573,6 +604,11 @@ func (lr *lowerer) emitLine(level int, ts []token, nl token) error {
 		}
 		t := ts[i]
 		top := &stack[len(stack)-1]
+		if top.kind == 'c' && top.lambdas == 0 && i > 0 && (isOp(ts[i-1], "(") || isOp(ts[i-1], ",")) {
+			if err := top.argOrder(t, next(i)); err != nil {
+				return err
+			}
+		}
 		switch t.k {
 		case kName:
 			v := t.val
@@ -585,7 +621,7 @@ func (lr *lowerer) emitLine(level int, ts []token, nl token) error {
 			if kw && v == "await" {
 				continue
 			}
-			if isOp(next(i), ":=") && !kw {
+			if n := next(i); isOp(n, ":=") && n.flag&fKeep == 0 && !kw {
 				i++
 				continue
 			}
@@ -712,6 +748,8 @@ func (lr *lowerer) emitLine(level int, ts []token, nl token) error {
 				}
 				params := top.kind == 'd' || top.lambdas > 0
 				switch {
+				case i > 0 && isName(ts[i-1], "except") && isOp(next(i), ":"):
+					lr.put(v, t) // `except*:` is invalid: keep it so the parse fails
 				case i > 0 && isName(ts[i-1], "import"):
 					lr.put(v, t)
 					prevOperand = true

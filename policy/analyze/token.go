@@ -30,6 +30,7 @@ const (
 const (
 	fCallParen uint8 = 1 << iota // treat this '(' as an argument list
 	fNonASCII                    // a name written with non-ASCII characters
+	fKeep                        // keep this token as written (invalid code)
 )
 
 type token struct {
