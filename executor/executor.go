@@ -3,8 +3,8 @@
 // executor/runner), which speaks length-prefixed JSON frames over the
 // container's attached stdin/stdout.
 //
-// Transient runs get a fresh container that is removed when the call
-// returns, whatever the outcome. Persistent sessions keep one container and
+// Transient runs get a container of their own (pre-started in the warm pool,
+// or cold) that is removed right after the call, whatever the outcome. Persistent sessions keep one container and
 // one interpreter per session until Cleanup, their idle TTL, their max
 // lifetime or Close.
 //
@@ -134,10 +134,12 @@ type Executor struct {
 	live     map[string]*sandbox
 	sessions map[string]*session
 	tombs    map[string]tomb
-	stop     chan struct{}
-	done     chan struct{}
-	pool     *pool
-	bg       sync.WaitGroup // pool upkeep, creations, background removals
+	// unremoved are containers whose removal failed, retried by the reaper.
+	unremoved map[string]bool
+	stop      chan struct{}
+	done      chan struct{}
+	pool      *pool
+	bg        sync.WaitGroup // pool upkeep, creations, background removals
 }
 
 // liveInstances are the executors of this process that are not closed: the
@@ -146,7 +148,8 @@ var liveInstances sync.Map
 
 // New connects to Docker (DOCKER_HOST and friends, API version negotiated),
 // removes labelled containers that no live executor owns (crash leftovers),
-// and starts the session reaper. Docker unreachable is an error wrapping
+// and starts the session reaper and, with pool.enabled, the warm pool.
+// Docker unreachable is an error wrapping
 // ErrDockerUnavailable; a missing image is reported by the first run.
 func New(ctx context.Context, cfg config.Config) (*Executor, error) {
 	if cfg.Docker.Image == "" {
@@ -171,17 +174,18 @@ func New(ctx context.Context, cfg config.Config) (*Executor, error) {
 func newExecutor(ctx context.Context, cfg config.Config, docker dockerAPI, log *slog.Logger) (*Executor, error) {
 	host, _ := os.Hostname()
 	e := &Executor{
-		cfg:      cfg,
-		docker:   docker,
-		log:      log,
-		instance: randomHex(8),
-		pid:      os.Getpid(),
-		host:     host,
-		live:     map[string]*sandbox{},
-		sessions: map[string]*session{},
-		tombs:    map[string]tomb{},
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
+		cfg:       cfg,
+		docker:    docker,
+		log:       log,
+		instance:  randomHex(8),
+		pid:       os.Getpid(),
+		host:      host,
+		live:      map[string]*sandbox{},
+		sessions:  map[string]*session{},
+		tombs:     map[string]tomb{},
+		unremoved: map[string]bool{},
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
 	}
 	if n, err := e.reapOrphans(ctx); err != nil {
 		docker.Close()
@@ -294,6 +298,13 @@ func (e *Executor) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("close executor: %w", ctx.Err())
 	}
+	e.retryRemovals()
+	e.mu.Lock()
+	n := len(e.unremoved)
+	e.mu.Unlock()
+	if n > 0 {
+		e.log.Warn("sandboxes left behind; the next start removes them", "count", n)
+	}
 	liveInstances.Delete(e.instance)
 	return e.docker.Close()
 }
@@ -342,10 +353,13 @@ func (e *Executor) modules(m ModuleRules) ModuleRules {
 	return out
 }
 
-// Transient runs code in a fresh sandbox that is removed before the call
-// returns, on success, error, timeout, cancellation and kill alike. A
-// runtime failure of the code is a Result (see Status); an error means the
-// run could not happen (bad request, limits, Docker) or ctx ended.
+// Transient runs code in a sandbox that serves this call only: a pooled
+// one when the pool is enabled and the limits match, else a cold one. On
+// success, error, timeout, cancellation and kill alike the runner is told
+// to exit before Transient returns and the container is removed right
+// after (in the background; Close waits). A runtime failure of the code is a Result (see
+// Status); an error means the run could not happen (bad request, limits,
+// Docker) or ctx ended. Safe for concurrent use.
 func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) {
 	lim, err := e.prepare(req, true)
 	if err != nil {

@@ -133,6 +133,7 @@ func TestDockerGoesAwayAndComesBack(t *testing.T) {
 	dockertest.RequireImage(t, config.Default().Docker.Image)
 	p := &proxy{path: filepath.Join(t.TempDir(), "d.sock"), target: "/var/run/docker.sock"}
 	p.start(t)
+	t.Cleanup(p.stop) // after the executor's Close, which needs Docker
 	t.Setenv("DOCKER_HOST", "unix://"+p.path)
 	e, _ := newExec(t, nil)
 	if res, err := e.Transient(tctx(t, time.Minute), Request{Code: "1"}); err != nil || res.Status != "ok" {
@@ -144,7 +145,6 @@ func TestDockerGoesAwayAndComesBack(t *testing.T) {
 		t.Errorf("while Docker is gone: %v, want ErrDockerUnavailable", err)
 	}
 	p.start(t)
-	defer p.stop()
 	if res, err := e.Transient(tctx(t, time.Minute), Request{Code: "1"}); err != nil || res.Status != "ok" {
 		t.Errorf("after Docker came back: %v %+v", err, res)
 	}

@@ -45,7 +45,8 @@ type sandbox struct {
 	stderr *tailBuffer
 	nextID uint64
 	dead   atomic.Bool
-	once   sync.Once // destroy runs once
+	once   sync.Once     // destroy runs once
+	quit   chan struct{} // closed by destroy: the frame reader stops
 }
 
 // alive says the sandbox was not destroyed and its runner has not hung up
@@ -111,7 +112,7 @@ func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (*sa
 	if err != nil {
 		return nil, e.dockerErr("create sandbox", err)
 	}
-	sb := &sandbox{id: created.ID, meta: meta, lim: lim, frames: make(chan frameOrErr, 1), stderr: &tailBuffer{max: 16 << 10}}
+	sb := &sandbox{id: created.ID, meta: meta, lim: lim, frames: make(chan frameOrErr, 1), stderr: &tailBuffer{max: 16 << 10}, quit: make(chan struct{})}
 	if !e.track(sb) {
 		e.removeContainer(sb.id)
 		return nil, ErrClosed
@@ -136,7 +137,13 @@ func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (*sa
 	go func() {
 		for {
 			data, err := readFrame(pr)
-			sb.frames <- frameOrErr{data, err}
+			select {
+			case sb.frames <- frameOrErr{data, err}:
+			case <-sb.quit:
+				pr.CloseWithError(io.ErrClosedPipe)
+				close(sb.frames)
+				return
+			}
 			if err != nil {
 				pr.CloseWithError(err)
 				close(sb.frames)
@@ -172,6 +179,7 @@ func (e *Executor) destroy(sb *sandbox) {
 	}
 	sb.dead.Store(true)
 	sb.once.Do(func() {
+		close(sb.quit)
 		if sb.conn.Conn != nil {
 			sb.conn.Close()
 		}
@@ -180,12 +188,34 @@ func (e *Executor) destroy(sb *sandbox) {
 	})
 }
 
-func (e *Executor) removeContainer(id string) {
+// removeContainer force-removes a container; a failure is remembered and
+// retried by the reaper and by Close.
+func (e *Executor) removeContainer(id string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := e.docker.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !cerrdefs.IsNotFound(err) {
-		e.log.Warn("remove sandbox", "container", id, "err", err)
+		e.log.Warn("remove sandbox; will retry", "container", id, "err", err)
+		e.mu.Lock()
+		e.unremoved[id] = true
+		e.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+// retryRemovals removes containers whose removal failed earlier (Docker was
+// away, say).
+func (e *Executor) retryRemovals() {
+	e.mu.Lock()
+	ids := make([]string, 0, len(e.unremoved))
+	for id := range e.unremoved {
+		ids = append(ids, id)
+	}
+	clear(e.unremoved)
+	e.mu.Unlock()
+	for _, id := range ids {
+		e.removeContainer(id)
 	}
 }
 

@@ -343,7 +343,11 @@ func (e *Executor) reaper() {
 					delete(e.tombs, id)
 				}
 			}
+			retry := len(e.unremoved) > 0
 			e.mu.Unlock()
+			if retry {
+				e.retryRemovals()
+			}
 		}
 	}
 }

@@ -295,11 +295,16 @@ def _is_user_frame(f):
         return False
     if fn.startswith("<"):
         return True
-    real = os.path.realpath(fn)
-    for d in _TRUSTED:
-        if real.startswith(d):
-            return False
-    return True
+    user = _FILE_IS_USER.get(fn)
+    if user is None:
+        real = os.path.realpath(fn)
+        user = not any(real.startswith(d) for d in _TRUSTED)
+        if len(_FILE_IS_USER) < 100000:
+            _FILE_IS_USER[fn] = user
+    return user
+
+
+_FILE_IS_USER = {}
 
 
 def _module_denied(mod):
