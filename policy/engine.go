@@ -149,6 +149,10 @@ func LoadFS(ctx context.Context, cfg config.Config, fsys fs.FS) (*Engine, error)
 		rego.Store(inmem.NewFromObjectWithOpts(map[string]any{"pydocker": map[string]any{"config": data}},
 			inmem.OptRoundTripOnWrite(true), inmem.OptReturnASTValuesOnRead(true))),
 		rego.SetRegoVersion(ast.RegoV1),
+		// A builtin that fails (to_number("x"), a bad regex) fails the
+		// evaluation instead of leaving a deny rule silently undefined:
+		// a policy that cannot judge must not allow.
+		rego.StrictBuiltinErrors(true),
 	}
 	for _, n := range names {
 		m, err := ast.ParseModuleWithOpts(n, modules[n], ast.ParserOptions{RegoVersion: ast.RegoV1, ProcessAnnotation: true})

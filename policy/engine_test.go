@@ -316,6 +316,18 @@ deny contains {"rule": "x", "msg": "m", "line": x, "col": 0} if true
 	}
 }
 
+func TestBuiltinErrorIsAnError(t *testing.T) {
+	// A deny rule whose builtin fails must not leave the request allowed.
+	e := load(t, config.Default(), fstest.MapFS{"b.rego": {Data: []byte(`package pydocker.rules.custom
+deny contains {"rule": "x", "msg": "m", "line": to_number(input.principal.sub), "col": 0} if input.tool == "execute-transient"
+`)}})
+	in := run(analyze.Facts{})
+	in.Principal.Sub = "not a number"
+	if d, err := e.Decide(context.Background(), in); err == nil {
+		t.Errorf("Decide = %+v, want an error", d)
+	}
+}
+
 func TestEffectiveLimits(t *testing.T) {
 	max := Limits{Timeout: 30, Memory: 1 << 29, CPUs: 1, Pids: 128}
 	tests := []struct {
