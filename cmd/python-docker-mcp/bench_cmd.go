@@ -279,6 +279,11 @@ type benchReport struct {
 	Notes       []string           `json:"notes"`       // how things were measured
 	LeftBehind  int                `json:"left_behind"` // this run's containers still present after the server exited
 	ElapsedSecs float64            `json:"elapsed_s"`
+	// LoadStart and LoadEnd are the 1-minute load averages when the bench
+	// started and when its scenarios ended: a busy machine inflates every
+	// figure, the baseline's included.
+	LoadStart string `json:"load_start,omitempty"`
+	LoadEnd   string `json:"load_end,omitempty"`
 }
 
 type benchOptionsJSON struct {
@@ -424,6 +429,7 @@ func (b *bencher) run(ctx context.Context) (rep *benchReport, err error) {
 			DurationS: b.opts.Duration.Seconds(), IntervalMS: float64(b.opts.Interval) / float64(time.Millisecond),
 			Warmup: b.opts.Warmup, Scenarios: b.opts.Scenarios},
 	}
+	rep.LoadStart = loadAverage()
 	if err := b.preflight(ctx, rep); err != nil {
 		return nil, err
 	}
@@ -482,6 +488,7 @@ func (b *bencher) run(ctx context.Context) (rep *benchReport, err error) {
 		}
 	}
 	rep.Goals = goals(rep)
+	rep.LoadEnd = loadAverage()
 	rep.ElapsedSecs = time.Since(start).Seconds()
 	return rep, nil
 }
@@ -993,6 +1000,9 @@ func printReport(w io.Writer, rep *benchReport) {
 	fmt.Fprintf(w, "python-docker-mcp bench  %s\n", rep.Started.Format(time.RFC3339))
 	fmt.Fprintf(w, "image %s, docker %s, %d CPUs, pool enabled=%v size=%d preload=%s\n",
 		rep.Image, rep.DockerVer, rep.CPUs, rep.Pool.Enabled, rep.Pool.Size, strings.Join(rep.Pool.Preload, ","))
+	if rep.LoadStart != "" {
+		fmt.Fprintf(w, "load average (1 min) at start %s, at end %s\n", rep.LoadStart, rep.LoadEnd)
+	}
 	o := rep.Options
 	fmt.Fprintf(w, "n=%d per MCP scenario (+%d warm-up), baseline n=%d, scenarios=%s\n\n", o.N, o.Warmup, o.BaselineN, strings.Join(o.Scenarios, ","))
 
@@ -1098,6 +1108,20 @@ func writeTable(w io.Writer, rows [][]string) {
 		}
 		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 	}
+}
+
+// loadAverage returns the 1-minute load average from /proc/loadavg, or ""
+// where there is none.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
 }
 
 // tailBuffer keeps the last max bytes written to it; safe for concurrent
