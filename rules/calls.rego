@@ -21,9 +21,16 @@ called := sprintf("%s.\n", [concat(".\n", array.concat(
 ))])
 
 maybe_blocked if {
-	lib.config_regex("blocked_calls") != ""
-	regex.match(lib.config_regex("blocked_calls"), called)
+	blocked_regex != ""
+	regex.match(blocked_regex, called)
 }
+
+# The regular expression of blocked_calls (see lib.list_regex),
+# precomputed by the engine in data.pydocker.config.regex, built here when
+# missing.
+blocked_regex := r if {
+	r := data.pydocker.config.regex.blocked_calls
+} else := lib.list_regex("blocked_calls", object.get(data.pydocker.config, "blocked_calls", []))
 
 # entry is the blocked_calls entry that covers a called name.
 entry(name) := lib.matching(lib.dotted(trim_prefix(name, "builtins.")), prefixes)[0]

@@ -13,15 +13,6 @@ violation(rule, msg, at) := {
 	"col": object.get(at, "col", 0),
 }
 
-# config_regex is the regular expression of a config list (see
-# list_regex), as the engine precomputes it in
-# data.pydocker.config.regex[key], or built here when the data lacks it.
-config_regex(key) := data.pydocker.config.regex[key]
-
-config_regex(key) := list_regex(key, object.get(data.pydocker.config, key, [])) if {
-	not data.pydocker.config.regex[key]
-}
-
 # list_regex builds, for the config list `key`, the multi-line regular
 # expression matched against text with one "NAME.\n" line per module or
 # call; "" for an empty list. Names are dotted identifiers, so "." is the

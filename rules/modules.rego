@@ -45,15 +45,25 @@ judged := sprintf("%s.\n", [concat(".\n", array.concat(
 # Some module is under a blocked entry, or is a parent of one
 # (`from os import path` with "os.path" blocked).
 maybe_blocked if {
-	lib.config_regex("blocked_modules") != ""
-	regex.match(lib.config_regex("blocked_modules"), judged)
+	blocked_regex != ""
+	regex.match(blocked_regex, judged)
 }
 
 # Some module is not under an allowed entry (__future__ counts as allowed).
 maybe_unlisted if {
 	count(data.pydocker.config.allowed_modules) > 0
-	regex.replace(judged, lib.config_regex("allowed_modules"), "") != ""
+	regex.replace(judged, allowed_regex, "") != ""
 }
+
+# The regular expressions of the lists (see lib.list_regex), precomputed
+# by the engine in data.pydocker.config.regex, built here when missing.
+blocked_regex := r if {
+	r := data.pydocker.config.regex.blocked_modules
+} else := lib.list_regex("blocked_modules", object.get(data.pydocker.config, "blocked_modules", []))
+
+allowed_regex := r if {
+	r := data.pydocker.config.regex.allowed_modules
+} else := lib.list_regex("allowed_modules", object.get(data.pydocker.config, "allowed_modules", []))
 
 # The lists with a dot after each name, for the import by import tests.
 blocked_prefixes := lib.dotted_all(object.get(data.pydocker.config, "blocked_modules", []))
