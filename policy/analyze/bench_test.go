@@ -2,8 +2,10 @@ package analyze
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // benchBlock is 40 lines of typical modern Python.
@@ -70,11 +72,17 @@ func BenchmarkSource(b *testing.B) {
 		b.Run(fmt.Sprintf("lines=%d", n), func(b *testing.B) {
 			b.SetBytes(int64(len(src)))
 			b.ReportAllocs()
+			var times []time.Duration
 			for b.Loop() {
+				start := time.Now()
 				if _, err := Source(src, Options{}); err != nil {
 					b.Fatal(err)
 				}
+				times = append(times, time.Since(start))
 			}
+			slices.Sort(times)
+			b.ReportMetric(float64(times[len(times)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(times[len(times)*99/100].Microseconds()), "p99-µs")
 		})
 	}
 }
