@@ -59,6 +59,17 @@ type Request struct {
 	Modules ModuleRules
 	// Limits requested for this call; zero fields mean the config's values.
 	Limits Limits
+	// Progress, when set, is told what the call is waiting for ("starting a
+	// sandbox", "waiting for the session's running call", "running"), so the
+	// caller can send progress notifications. It is called on the calling
+	// goroutine and must not block.
+	Progress func(message string)
+}
+
+func (r Request) progress(msg string) {
+	if r.Progress != nil {
+		r.Progress(msg)
+	}
 }
 
 // ModuleRules are top-level module rules with prefix semantics: "os"
@@ -367,6 +378,7 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 	}
 	sb := e.pool.take(lim)
 	if sb == nil {
+		req.progress("starting a sandbox")
 		if sb, err = e.start(ctx, sandboxMeta{Kind: KindTransient, Owner: req.Owner}, lim); err != nil {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("start sandbox: %w", ctx.Err())
@@ -425,6 +437,7 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 	if transient && len(req.State) > 0 {
 		frame["state"] = req.State
 	}
+	req.progress("running")
 	t0 := time.Now()
 	resp, fail, err := e.roundTrip(ctx, sb, frame, lim.Timeout+interruptGrace, !transient)
 	if err != nil {

@@ -113,8 +113,12 @@ func TestPersistentConcurrentCallsWait(t *testing.T) {
 	if infos := e.Sessions("o"); len(infos) != 1 || !infos[0].Busy {
 		t.Errorf("session should be busy during a call: %+v", infos)
 	}
-	res, _ := persistent(t, e, id, Request{Owner: "o", Code: "x"})
+	var progress []string
+	res, _ := persistent(t, e, id, Request{Owner: "o", Code: "x", Progress: func(m string) { progress = append(progress, m) }})
 	wg.Wait()
+	if diff := cmp.Diff([]string{"waiting for the session's running call", "running"}, progress); diff != "" {
+		t.Errorf("progress of a waiting call (-want +got):\n%s", diff)
+	}
 	if results[0] == nil || results[0].Status != "ok" || res.Result == nil || *res.Result != "1" {
 		t.Errorf("second call should wait for the first and see x = 1; got %v", res.Result)
 	}

@@ -114,7 +114,7 @@ func (e *Executor) newSession(owner string, lim Limits) (*session, error) {
 // acquire finds owner's session and takes its call token, waiting for a
 // running call to end. It fails with ErrUnknownSession (also for another
 // owner's session) or ErrExpiredSession.
-func (e *Executor) acquire(ctx context.Context, owner, id string) (*session, error) {
+func (e *Executor) acquire(ctx context.Context, owner, id string, progress func(string)) (*session, error) {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -134,7 +134,11 @@ func (e *Executor) acquire(ctx context.Context, owner, id string) (*session, err
 		return nil, fmt.Errorf("%w: %q (it never existed, was cleaned up, or belongs to someone else); omit the session id to start a new session", ErrUnknownSession, id)
 	}
 	s.calls++
+	busy := s.running
 	e.mu.Unlock()
+	if busy && progress != nil {
+		progress("waiting for the session's running call")
+	}
 	select {
 	case s.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -221,7 +225,7 @@ func (e *Executor) Persistent(ctx context.Context, sessionID string, req Request
 		s.running = true
 		e.mu.Unlock()
 	} else {
-		if s, err = e.acquire(ctx, req.Owner, sessionID); err != nil {
+		if s, err = e.acquire(ctx, req.Owner, sessionID, req.progress); err != nil {
 			return nil, sessionID, err
 		}
 		if lim.Memory < s.lim.Memory || lim.CPUs < s.lim.CPUs || lim.Pids < s.lim.Pids {
@@ -233,7 +237,7 @@ func (e *Executor) Persistent(ctx context.Context, sessionID string, req Request
 	}
 	defer e.release(s, true)
 
-	sb, err := e.sessionSandbox(ctx, s)
+	sb, err := e.sessionSandbox(ctx, s, req.progress)
 	if err != nil {
 		if sessionID == "" {
 			e.drop(s)
@@ -261,12 +265,15 @@ func (e *Executor) Persistent(ctx context.Context, sessionID string, req Request
 
 // sessionSandbox returns the session's sandbox, starting one when there is
 // none yet or the last one was killed. The caller holds the session token.
-func (e *Executor) sessionSandbox(ctx context.Context, s *session) (*sandbox, error) {
+func (e *Executor) sessionSandbox(ctx context.Context, s *session, progress func(string)) (*sandbox, error) {
 	e.mu.Lock()
 	sb := s.sb
 	e.mu.Unlock()
 	if sb != nil {
 		return sb, nil
+	}
+	if progress != nil {
+		progress("starting a sandbox")
 	}
 	sb, err := e.start(ctx, sandboxMeta{Kind: KindPersistent, Session: s.id, Owner: s.owner, Created: s.created}, s.lim)
 	if err != nil {
@@ -355,12 +362,12 @@ func (e *Executor) reaper() {
 // fileOp runs one file operation in owner's session, starting its sandbox
 // again if it was killed.
 func (e *Executor) fileOp(ctx context.Context, owner, sessionID string, frame map[string]any) (*runnerResponse, error) {
-	s, err := e.acquire(ctx, owner, sessionID)
+	s, err := e.acquire(ctx, owner, sessionID, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer e.release(s, true)
-	sb, err := e.sessionSandbox(ctx, s)
+	sb, err := e.sessionSandbox(ctx, s, nil)
 	if err != nil {
 		return nil, err
 	}

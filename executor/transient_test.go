@@ -74,8 +74,12 @@ func wantStatus(t *testing.T, res *Result, status string) {
 
 func TestTransientPrint(t *testing.T) {
 	e, cli := newExec(t, nil)
-	res := transient(t, e, Request{Code: "print(1)"})
+	var progress []string
+	res := transient(t, e, Request{Code: "print(1)", Progress: func(m string) { progress = append(progress, m) }})
 	wantStatus(t, res, "ok")
+	if diff := cmp.Diff([]string{"starting a sandbox", "running"}, progress); diff != "" {
+		t.Errorf("progress (-want +got):\n%s", diff)
+	}
 	if res.Stdout != "1\n" || res.Result != nil {
 		t.Errorf("stdout %q result %v, want \"1\\n\" and no result", res.Stdout, res.Result)
 	}
