@@ -149,7 +149,8 @@ type Executor struct {
 	unremoved map[string]bool
 	stop      chan struct{}
 	done      chan struct{}
-	pool      *pool
+	pool      *pool          // transient sandboxes
+	spool     *pool          // sandboxes for new sessions
 	bg        sync.WaitGroup // pool upkeep, creations, background removals
 }
 
@@ -206,12 +207,16 @@ func newExecutor(ctx context.Context, cfg config.Config, docker dockerAPI, log *
 	}
 	liveInstances.Store(e.instance, true)
 	go e.reaper()
-	if e.pool = newPool(e, cfg.Pool); e.pool != nil {
-		e.bg.Add(1)
-		go func() {
-			defer e.bg.Done()
-			e.pool.run(e.stop)
-		}()
+	e.pool = newPool(e, cfg.Pool, KindTransient, cfg.Pool.Size)
+	e.spool = newPool(e, cfg.Pool, KindPersistent, min(cfg.Pool.Size, 1))
+	for _, p := range []*pool{e.pool, e.spool} {
+		if p != nil {
+			e.bg.Add(1)
+			go func() {
+				defer e.bg.Done()
+				p.run(e.stop)
+			}()
+		}
 	}
 	return e, nil
 }

@@ -9,11 +9,15 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 )
 
-// pool keeps pre-started transient sandboxes: the runner waiting, the
+// pool keeps pre-started sandboxes of one kind: the runner waiting, the
 // configured modules imported. Each serves exactly one call and is then
 // destroyed; the pool refills in the background with at most
 // max_concurrent_creations creations at a time. Sandboxes older than
 // max_age, or dead (killed from outside), are replaced.
+//
+// The transient pool holds pool.size sandboxes; the persistent pool holds
+// one, labelled with the id of the session that will take it (pooled
+// sandboxes carry no owner label: the owner is not known yet).
 //
 // Pooled sandboxes have the config's limits; a request with tighter memory,
 // CPUs or pids gets a cold sandbox, never a looser one. An empty pool means
@@ -21,6 +25,7 @@ import (
 // would not be faster.
 type pool struct {
 	e       *Executor
+	kind    string // KindTransient, or KindPersistent: each sandbox labelled with a fresh session id
 	lim     Limits
 	size    int
 	maxAge  time.Duration
@@ -40,9 +45,9 @@ type pooled struct {
 	born time.Time
 }
 
-func newPool(e *Executor, cfg config.Pool) *pool {
+func newPool(e *Executor, cfg config.Pool, kind string, size int) *pool {
 	lim, err := resolveLimits(e.cfg.Docker, Limits{})
-	if err != nil || !cfg.Enabled || cfg.Size <= 0 {
+	if err != nil || !cfg.Enabled || size <= 0 {
 		return nil
 	}
 	n := cfg.MaxConcurrentCreations
@@ -51,8 +56,9 @@ func newPool(e *Executor, cfg config.Pool) *pool {
 	}
 	return &pool{
 		e:       e,
+		kind:    kind,
 		lim:     lim,
-		size:    cfg.Size,
+		size:    size,
 		maxAge:  cfg.MaxAge.D(),
 		preload: cfg.Preload,
 		slots:   make(chan struct{}, n),
@@ -185,7 +191,11 @@ func (p *pool) fill(stop <-chan struct{}) {
 func (p *pool) create() (*sandbox, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
 	defer cancel()
-	sb, err := p.e.start(ctx, sandboxMeta{Kind: KindTransient}, p.lim)
+	meta := sandboxMeta{Kind: p.kind}
+	if p.kind == KindPersistent {
+		meta.Session = randomHex(16) // the id of the session that will take it
+	}
+	sb, err := p.e.start(ctx, meta, p.lim)
 	if err != nil {
 		return nil, err
 	}

@@ -22,11 +22,13 @@ func poolExec(t *testing.T, size int, preload ...string) (*Executor, *client.Cli
 func waitPoolFull(t testing.TB, e *Executor) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
-	for e.pool.idleCount() < e.pool.size {
-		if time.Now().After(deadline) {
-			t.Fatalf("pool has %d of %d sandboxes after a minute", e.pool.idleCount(), e.pool.size)
+	for _, p := range []*pool{e.pool, e.spool} {
+		for p.idleCount() < p.size {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s pool has %d of %d sandboxes after a minute", p.kind, p.idleCount(), p.size)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -103,8 +105,8 @@ func TestPoolReplacesKilledSandbox(t *testing.T) {
 
 func TestPoolShutdown(t *testing.T) {
 	e, cli := poolExec(t, 3)
-	if n := ourContainers(t, cli, LabelInstance+"="+e.instance); n != 3 {
-		t.Errorf("%d pooled containers, want 3", n)
+	if n := ourContainers(t, cli, LabelInstance+"="+e.instance); n != 4 {
+		t.Errorf("%d pooled containers, want 4 (3 transient, 1 for sessions)", n)
 	}
 	transient(t, e, Request{Code: "1"}) // a refill is under way during Close
 	if err := e.Close(context.Background()); err != nil {
@@ -112,5 +114,32 @@ func TestPoolShutdown(t *testing.T) {
 	}
 	if n := ourContainers(t, cli, LabelInstance+"="+e.instance); n != 0 {
 		t.Errorf("%d containers after Close, want 0", n)
+	}
+}
+
+func TestPoolSession(t *testing.T) {
+	e, cli := poolExec(t, 1, "json")
+	res, id := persistent(t, e, "", Request{Owner: "o", Code: "import sys\nx = 'json' in sys.modules", Imports: imports("sys", 1)})
+	wantStatus(t, res, "ok")
+	if e.spool.hits.Load() != 1 {
+		t.Fatalf("the new session did not start from the pool")
+	}
+	if n := ourContainers(t, cli, LabelSession+"="+id); n != 1 {
+		t.Errorf("%d containers labelled with the session id %s, want 1", n, id)
+	}
+	res, _ = persistent(t, e, id, Request{Owner: "o", Code: "x"})
+	if res.Result == nil || *res.Result != "True" {
+		t.Errorf("session state or preload missing: %v", res.Result)
+	}
+	// A tighter session gets a cold sandbox.
+	persistent(t, e, "", Request{Owner: "o", Code: "1", Limits: Limits{Pids: 64}})
+	if e.spool.hits.Load() != 1 {
+		t.Error("a session with tighter limits was served from the pool")
+	}
+	if err := e.Cleanup(tctx(t, time.Minute), "o", id); err != nil {
+		t.Fatal(err)
+	}
+	if n := ourContainers(t, cli, LabelSession+"="+id); n != 0 {
+		t.Errorf("%d containers of the cleaned-up session, want 0", n)
 	}
 }

@@ -237,6 +237,11 @@ func (e *Executor) Persistent(ctx context.Context, sessionID string, req Request
 	}
 	defer e.release(s, true)
 
+	if sessionID == "" {
+		if sb := e.spool.take(s.lim); sb != nil {
+			e.adopt(s, sb)
+		}
+	}
 	sb, err := e.sessionSandbox(ctx, s, req.progress)
 	if err != nil {
 		if sessionID == "" {
@@ -288,6 +293,17 @@ func (e *Executor) sessionSandbox(ctx context.Context, s *session, progress func
 	s.sb = sb
 	e.mu.Unlock()
 	return sb, nil
+}
+
+// adopt gives a new session a pooled sandbox and the session id on its
+// label. The session has not been returned to anyone yet.
+func (e *Executor) adopt(s *session, sb *sandbox) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.sessions, s.id)
+	s.id = sb.meta.Session
+	s.sb = sb
+	e.sessions[s.id] = s
 }
 
 // drop forgets a session that never got a sandbox.

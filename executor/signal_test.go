@@ -37,8 +37,10 @@ func TestServerProcess(t *testing.T) {
 	if _, _, err := e.Persistent(context.Background(), "", Request{Code: "x = 1"}); err != nil {
 		t.Fatal(err)
 	}
-	for e.pool != nil && e.pool.idleCount() < e.pool.size {
-		time.Sleep(50 * time.Millisecond)
+	for _, p := range []*pool{e.pool, e.spool} {
+		for p != nil && p.idleCount() < p.size {
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	os.Stdout.WriteString("ready\n")
 	<-ctx.Done()
@@ -97,8 +99,8 @@ func TestShutdown(t *testing.T) {
 	for _, sig := range []os.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			cmd := startServer(t, true)
-			if n := containersOf(t, cli, cmd.Process.Pid, false); n != 3 {
-				t.Fatalf("%d containers of the server (a session and a pool of 2), want 3", n)
+			if n := containersOf(t, cli, cmd.Process.Pid, false); n != 4 {
+				t.Fatalf("%d containers of the server (a session, a pool of 2 and one for sessions), want 4", n)
 			}
 			cmd.Process.Signal(sig)
 			if err := cmd.Wait(); err != nil {
