@@ -140,16 +140,13 @@ func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, persisten
 			CPUs:    dec.Limits.CPUs,
 			Pids:    dec.Limits.Pids,
 		},
+		Progress: progress,
 	}
 	var res *executor.Result
 	var err error
 	if persistent {
-		if sessionID == "" {
-			progress("starting a new session sandbox")
-		}
 		res, sessionID, err = s.d.Exec.Persistent(ctx, sessionID, ereq)
 	} else {
-		progress("starting a sandbox")
 		res, err = s.d.Exec.Transient(ctx, ereq)
 	}
 	if err != nil {

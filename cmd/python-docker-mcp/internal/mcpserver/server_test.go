@@ -39,6 +39,9 @@ type scriptedExec struct {
 }
 
 func (f *scriptedExec) run(ctx context.Context, req executor.Request) (*executor.Result, error) {
+	if req.Progress != nil {
+		req.Progress("starting a sandbox")
+	}
 	f.mu.Lock()
 	f.requests = append(f.requests, req)
 	res, err, block := f.result, f.err, f.block
