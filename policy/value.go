@@ -34,7 +34,7 @@ func (in Input) value() ast.Value {
 		items = append(items, item("session", ast.ObjectTerm(
 			item("id", ast.StringTerm(s.ID)),
 			item("owner", ast.StringTerm(s.Owner)),
-			item("exists", ast.BooleanTerm(s.Exists)),
+			item("exists", boolTerm(s.Exists)),
 			item("owner_count", ast.IntNumberTerm(s.OwnerCount)),
 			item("packages", ast.IntNumberTerm(s.Packages)),
 		)))
@@ -53,7 +53,33 @@ func (in Input) value() ast.Value {
 	return ast.NewObject(items...)
 }
 
-func item(k string, v *ast.Term) [2]*ast.Term { return ast.Item(ast.StringTerm(k), v) }
+// keyTerms are the object keys of the input, built once and shared by
+// every input (OPA never changes an input's terms). Read-only after init,
+// so safe for concurrent use.
+var keyTerms = func() map[string]*ast.Term {
+	m := map[string]*ast.Term{}
+	for _, k := range []string{
+		"tool", "code", "facts", "bytes", "lines", "package", "name", "specifier", "index",
+		"session", "id", "owner", "exists", "owner_count", "packages", "limits_requested",
+		"principal", "sub", "scopes", "timeout_seconds", "memory_bytes", "cpus", "pids",
+		"imports", "dynamic", "calls", "references", "module", "level", "from", "names",
+		"asname", "alias", "line", "col", "conditional", "kind", "arg", "constant",
+	} {
+		m[k] = ast.StringTerm(k)
+	}
+	return m
+}()
+
+func item(k string, v *ast.Term) [2]*ast.Term {
+	t, ok := keyTerms[k]
+	if !ok {
+		t = ast.StringTerm(k)
+	}
+	return ast.Item(t, v)
+}
+
+// boolTerm returns OPA's shared term for b (no allocation).
+func boolTerm(b bool) *ast.Term { return ast.InternedTerm(b) }
 
 func stringsTerm(ss []string) *ast.Term {
 	ts := make([]*ast.Term, len(ss))
@@ -93,7 +119,7 @@ func factsTerm(f analyze.Facts) *ast.Term {
 			items = append(items,
 				item("module", ast.StringTerm(imp.Module)),
 				item("level", ast.IntNumberTerm(imp.Level)),
-				item("from", ast.BooleanTerm(imp.From)),
+				item("from", boolTerm(imp.From)),
 			)
 			if len(imp.Names) > 0 {
 				ns := make([]*ast.Term, len(imp.Names))
@@ -112,7 +138,7 @@ func factsTerm(f analyze.Facts) *ast.Term {
 			items = append(items,
 				item("line", ast.IntNumberTerm(imp.Line)),
 				item("col", ast.IntNumberTerm(imp.Col)),
-				item("conditional", ast.BooleanTerm(imp.Conditional)),
+				item("conditional", boolTerm(imp.Conditional)),
 			)
 			ts[i] = ast.ObjectTerm(items...)
 		}
@@ -132,7 +158,7 @@ func factsTerm(f analyze.Facts) *ast.Term {
 				items = append(items, item("arg", ast.StringTerm(*d.Arg)))
 			}
 			items = append(items,
-				item("constant", ast.BooleanTerm(d.Constant)),
+				item("constant", boolTerm(d.Constant)),
 				item("line", ast.IntNumberTerm(d.Line)),
 				item("col", ast.IntNumberTerm(d.Col)),
 			)
