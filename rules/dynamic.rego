@@ -83,11 +83,13 @@ risks contains lib.violation("dynamic.unknown", sprintf("dynamic feature %s is n
 }
 
 deny contains v if {
+	count(input.code.facts.dynamic) > 0
 	profile == "strict"
 	some v in risks
 }
 
 warn contains v if {
+	count(input.code.facts.dynamic) > 0
 	profile != "strict"
 	some v in risks
 }

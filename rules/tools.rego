@@ -25,8 +25,8 @@ deny contains v if {
 }
 
 deny contains v if {
-	code_tools[input.tool]
 	not input.code
+	code_tools[input.tool]
 	v := lib.violation("tools.code_missing", sprintf("%s needs the code's facts in input.code", [input.tool]), {})
 }
 
