@@ -20,6 +20,9 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/policy"
 )
 
+// stdioWorkers is how many tool calls the stdio transport runs at once.
+const stdioWorkers = 32
+
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
@@ -112,6 +115,9 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 		stdio := server.NewStdioServer(srv.MCP())
 		stdio.SetContextFunc(func(ctx context.Context) context.Context { return auth.WithPrincipal(ctx, local) })
 		stdio.SetErrorLogger(slog.NewLogLogger(log.Handler(), slog.LevelError))
+		// mcp-go runs 5 tool calls at once by default; more concurrent
+		// clients would queue in the server rather than in the pool.
+		server.WithWorkerPoolSize(stdioWorkers)(stdio)
 		log.Info("serving MCP over stdio", "image", cfg.Docker.Image, "profile", cfg.Policy.Profile)
 		err = stdio.Listen(ctx, stdin, stdout)
 	}
