@@ -15,10 +15,10 @@ prefixes := lib.dotted_all(object.get(data.pydocker.config, "blocked_calls", [])
 # One line "NAME.\n" per call and reference; one regular expression
 # answers for all of them (see lib.list_regex) before they are judged one
 # by one.
-called := sprintf("%s.\n", [concat(".\n", array.concat(
+called := lib.lines(array.concat(
 	[c.name | some c in input.code.facts.calls],
 	[r.name | some r in input.code.facts.references],
-))])
+))
 
 maybe_blocked if {
 	blocked_regex != ""

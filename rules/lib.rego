@@ -55,6 +55,12 @@ parents_regex(names) := sprintf(`|^(?:%s)\.$`, [alternatives(parents(names))]) i
 
 parents_regex(names) := "" if count(parents(names)) == 0
 
+# lines is the text with one line "NAME.\n" per name ("" for none), which
+# the list regular expressions are matched against.
+lines(names) := sprintf("%s.\n", [concat(".\n", names)]) if count(names) > 0
+
+lines(names) := "" if count(names) == 0
+
 # dotted is name with a trailing dot, so that prefix tests stop at dots:
 # "os." is a prefix of "os.path." and of "os.", not of "osx.".
 dotted(name) := concat("", [name, "."])

@@ -126,3 +126,8 @@ test_violation_shape if {
 	lib.violation("r", "m", {"line": 3, "col": 4, "other": 1}) == {"rule": "r", "msg": "m", "line": 3, "col": 4}
 	lib.violation("r", "m", {}) == {"rule": "r", "msg": "m", "line": 0, "col": 0}
 }
+
+test_lines if {
+	lib.lines(["os", "os.path"]) == "os.\nos.path.\n"
+	lib.lines([]) == ""
+}

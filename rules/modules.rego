@@ -37,10 +37,10 @@ dynamic_imports := [d |
 # that finds something.
 # Relative imports are in it too (a line "MODULE." or "."): they can only
 # send the check to the slow path, which leaves them out.
-judged := sprintf("%s.\n", [concat(".\n", array.concat(
+judged := lib.lines(array.concat(
 	[imp.module | some imp in input.code.facts.imports],
 	[d.arg | some d in dynamic_imports],
-))])
+))
 
 # Some module is under a blocked entry, or is a parent of one
 # (`from os import path` with "os.path" blocked).
