@@ -1,12 +1,18 @@
 package executor
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os/exec"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
@@ -25,7 +31,7 @@ func TestLatency(t *testing.T) {
 	if !*latency {
 		t.Skip("pass -latency to measure")
 	}
-	e, _ := newExec(t, nil)
+	e, cli := newExec(t, nil)
 	image := config.Default().Docker.Image
 	n := *latencyCalls
 	measure := func(name string, call func() error) []time.Duration {
@@ -100,6 +106,61 @@ func TestLatency(t *testing.T) {
 		}
 		return err
 	})
+	// Memory of one idle pooled sandbox (numpy, pandas, matplotlib imported):
+	// the cgroup's usage minus the page cache, as `docker stats` shows it.
+	waitPoolFull(t, pooled)
+	pooled.pool.mu.Lock()
+	idleID := pooled.pool.idle[0].sb.id
+	pooled.pool.mu.Unlock()
+	st, err := cli.ContainerStats(tctx(t, time.Minute), idleID, client.ContainerStatsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stats container.StatsResponse
+	err = json.NewDecoder(st.Body).Decode(&stats)
+	st.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	idleMiB := float64(stats.MemoryStats.Usage-stats.MemoryStats.Stats["cache"]) / (1 << 20)
+
+	// Sustained transient print(1) calls per second from c concurrent
+	// clients while the pool refills (calls find it empty once they outrun
+	// the refill and start cold sandboxes).
+	rate := func(c int) (float64, int64) {
+		waitPoolFull(t, pooled)
+		hits := pooled.pool.hits.Load()
+		var calls atomic.Int64
+		end := time.Now().Add(15 * time.Second)
+		var wg sync.WaitGroup
+		for range c {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(end) {
+					if _, err := pooled.Transient(tctx(t, time.Minute), Request{Code: "print(1)"}); err != nil {
+						t.Error(err)
+						return
+					}
+					calls.Add(1)
+				}
+			}()
+		}
+		t0 := time.Now()
+		wg.Wait()
+		return float64(calls.Load()) / time.Since(t0).Seconds(), pooled.pool.hits.Load() - hits
+	}
+	type rateRow struct {
+		c     int
+		perS  float64
+		calls int64
+	}
+	var rates []rateRow
+	for _, c := range []int{1, 4, 16} {
+		r, hits := rate(c)
+		rates = append(rates, rateRow{c, r, hits})
+	}
+
 	q := func(d []time.Duration, p float64) time.Duration { return d[int(p*float64(len(d)-1)+0.5)] }
 	ms := func(d time.Duration) string { return fmt.Sprintf("%8.1f ms", float64(d.Microseconds())/1000) }
 	t.Logf("%d calls each (after one warm-up call); pooled calls are paced so each finds a full pool (refill not timed)", n)
@@ -117,6 +178,10 @@ func TestLatency(t *testing.T) {
 		{"pandas group-by: Transient, from the pool", poolGroupBy, dockerGroupBy},
 	} {
 		t.Logf("%-44s %s %s %7.1fx", row.name, ms(q(row.d, .5)), ms(q(row.d, .95)), float64(q(row.ref, .5))/float64(q(row.d, .5)))
+	}
+	t.Logf("memory of one idle pooled sandbox (numpy, pandas, matplotlib.pyplot preloaded): %.1f MiB", idleMiB)
+	for _, r := range rates {
+		t.Logf("sustained transient print(1), %2d concurrent clients, 15 s, pool of 2 refilling: %5.2f calls/s (%d from the pool)", r.c, r.perS, r.calls)
 	}
 }
 
