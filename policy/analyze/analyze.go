@@ -205,6 +205,10 @@ func (w *walker) start(e ast.Expr) (int, int) {
 			next = x.Value
 		}
 		if next == nil {
+			if e == nil {
+				p = [2]int{1, 0}
+				break
+			}
 			l, c := w.lw.origPos(e.GetLineno(), e.GetColOffset())
 			p = [2]int{l, c}
 			break
