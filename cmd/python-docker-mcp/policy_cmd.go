@@ -155,6 +155,7 @@ func policyEval(ctx context.Context, e *policy.Engine, file string, src []byte, 
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // ">=1" stays readable
 	return enc.Encode(v)
 }
 
