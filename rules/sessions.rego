@@ -9,6 +9,7 @@ import data.pydocker.lib
 
 deny contains v if {
 	input.tool == "execute-persistent"
+	input.session.id == "" # only a call that creates a session counts
 	not input.session.exists
 	max := data.pydocker.config.sessions.max_per_owner
 	max > 0

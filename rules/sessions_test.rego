@@ -32,6 +32,13 @@ test_existing_session_is_not_counted if {
 	count(sessions.deny) == 0 with input as inp with data.pydocker.config as conf
 }
 
+# A call naming a session that does not exist creates nothing: the executor
+# answers "unknown session", which is what the caller needs to hear.
+test_unknown_session_id_is_not_a_creation if {
+	inp := json.patch(new_session(5), [{"op": "replace", "path": "/session/id", "value": "0123abcd"}])
+	count(sessions.deny) == 0 with input as inp with data.pydocker.config as conf
+}
+
 test_foreign_session_is_denied if {
 	inp := {
 		"tool": "execute-persistent",

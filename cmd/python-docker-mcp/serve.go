@@ -71,6 +71,7 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 		return exitConfig
 	}
 	gate := policy.NewGate(engine)
+	defer gate.Close()
 
 	exec, err := executor.New(ctx, cfg)
 	if err != nil {
