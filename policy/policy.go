@@ -7,7 +7,7 @@
 // The Rego sees Input as `input` and the configuration, prepared for
 // lookups, as data.pydocker.config. Every package under data.pydocker.rules
 // may add to `deny` and `warn`; data.pydocker.decision collects them. See
-// SCHEMA.md for both documents.
+// the Policy section of the README for both documents.
 package policy
 
 import (
