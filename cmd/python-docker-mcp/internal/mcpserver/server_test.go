@@ -233,7 +233,7 @@ func TestDenialNeverReachesExecutor(t *testing.T) {
 	h := start(t, cfg, "")
 	for _, tc := range []struct {
 		name, code, rule string
-		line            float64
+		line             float64
 	}{
 		{"blocked import", "x = 1\nimport os\n", "", 2},
 		{"blocked submodule", "import json\nfrom os import path\n", "", 2},
