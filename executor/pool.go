@@ -37,6 +37,7 @@ type pool struct {
 	mu       sync.Mutex
 	idle     []pooled
 	creating int
+	lastErr  string // the last creation error, logged once
 	kick     chan struct{}
 }
 
@@ -168,13 +169,20 @@ func (p *pool) fill(stop <-chan struct{}) {
 			p.creating--
 			if err == nil {
 				p.idle = append(p.idle, pooled{sb: sb, born: time.Now()})
+				p.lastErr = ""
 			}
 			p.mu.Unlock()
 			if err != nil {
 				select {
 				case <-stop:
 				default:
-					p.e.log.Warn("pool: start sandbox", "err", err)
+					p.mu.Lock()
+					repeat := err.Error() == p.lastErr
+					p.lastErr = err.Error()
+					p.mu.Unlock()
+					if !repeat {
+						p.e.log.Warn("pool: start sandbox (retrying every 5 s)", "kind", p.kind, "err", err)
+					}
 					// Back off so a missing image or a gone daemon does not spin.
 					select {
 					case <-stop:
