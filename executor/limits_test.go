@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
 
@@ -196,4 +197,38 @@ print(any(c.startswith(b"sleep\x001000") for c in procs), os.path.exists("/tmp/m
 	}
 }
 
-var _ = analyze.Import{}
+
+func TestOOMOfAChildProcess(t *testing.T) {
+	e, _ := newExec(t, nil)
+	_, id := persistent(t, e, "", Request{Owner: "o", Code: "x = 1"})
+	code := "import subprocess\nr = subprocess.run(['python3', '-c', 'b = bytearray(10 * 1024 ** 3)'])\nprint(r.returncode)"
+	res, _ := persistent(t, e, id, Request{Owner: "o", Code: code, Imports: imports("subprocess", 1)})
+	wantStatus(t, res, "oom")
+	if res.StateLost || res.Stdout != "-9\n" {
+		t.Errorf("the child was OOM-killed, the interpreter should live on: state lost %v, stdout %q", res.StateLost, res.Stdout)
+	}
+	res, _ = persistent(t, e, id, Request{Owner: "o", Code: "x"})
+	if res.Result == nil || *res.Result != "1" {
+		t.Errorf("session state after a child's OOM: %v", res.Result)
+	}
+}
+
+func TestFigureCaps(t *testing.T) {
+	e, _ := newExec(t, func(c *config.Config) { c.Limits.MaxImageBytes = 30 << 10 })
+	code := "import matplotlib.pyplot as plt\nfor i in range(20):\n    plt.figure(figsize=(3, 2))\n    plt.plot([i, 0])\n"
+	res := transient(t, e, Request{Code: code, Imports: []analyze.Import{{Module: "matplotlib.pyplot", Alias: "plt", Line: 1}}})
+	wantStatus(t, res, "ok")
+	total := 0
+	for _, im := range res.Images {
+		total += len(im.PNG)
+	}
+	if len(res.Images) == 0 || len(res.Images) >= 20 || total > 30<<10 || !strings.Contains(res.Stderr, "figure(s) not returned") {
+		t.Errorf("%d images, %d bytes, stderr %q; want some, within 30 KiB, and a note about the rest", len(res.Images), total, res.Stderr)
+	}
+	// Figures are closed after each run: the next call in a session starts with none.
+	_, id := persistent(t, e, "", Request{Owner: "o", Code: "import matplotlib.pyplot as plt\nplt.plot([1])", Imports: []analyze.Import{{Module: "matplotlib.pyplot", Alias: "plt", Line: 1}}})
+	res, _ = persistent(t, e, id, Request{Owner: "o", Code: "len(plt.get_fignums())"})
+	if res.Result == nil || *res.Result != "0" || len(res.Images) != 0 {
+		t.Errorf("open figures after the previous call returned its images: %v (%d images)", res.Result, len(res.Images))
+	}
+}
