@@ -182,12 +182,6 @@ func (s *Server) listFiles(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	return mcp.NewToolResultStructured(map[string]any{"path": p, "files": list}, strings.TrimRight(b.String(), "\n")), nil
 }
 
-func (s *Server) installPackage(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return toolError("install-package is not available in this version of the server: packages cannot be installed yet. "+
-		"Use what the sandbox image provides (numpy, pandas, scipy, matplotlib, scikit-learn, sympy and the standard library).",
-		map[string]any{"status": "unavailable"}), nil
-}
-
 // readResource serves sandbox://SESSION/PATH for the caller's sessions.
 func (s *Server) readResource(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 	id, p, err := parseFileURI(req.Params.URI)
