@@ -145,6 +145,7 @@ type Executor struct {
 	live     map[string]*sandbox
 	sessions map[string]*session
 	tombs    map[string]tomb
+	owners   map[string]*ownerPackages // transient package volumes by owner
 	// unremoved are containers whose removal failed, retried by the reaper.
 	unremoved map[string]bool
 	stop      chan struct{}
@@ -195,6 +196,7 @@ func newExecutor(ctx context.Context, cfg config.Config, docker dockerAPI, log *
 		live:      map[string]*sandbox{},
 		sessions:  map[string]*session{},
 		tombs:     map[string]tomb{},
+		owners:    map[string]*ownerPackages{},
 		unremoved: map[string]bool{},
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
@@ -255,6 +257,16 @@ func (e *Executor) reapOrphans(ctx context.Context) (int, error) {
 		e.removeContainer(c.ID)
 		n++
 	}
+	n += e.reapVolumes(ctx, func(l map[string]string) bool {
+		if _, ok := liveInstances.Load(l[LabelInstance]); ok {
+			return true
+		}
+		if h := l[LabelHost]; h != "" && h != e.host {
+			return true
+		}
+		pid, err := strconv.Atoi(l[LabelPID])
+		return err == nil && pid != e.pid && processAlive(pid)
+	})
 	return n, nil
 }
 
@@ -315,6 +327,9 @@ func (e *Executor) Close(ctx context.Context) error {
 		return fmt.Errorf("close executor: %w", ctx.Err())
 	}
 	e.retryRemovals()
+	vctx, vcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	e.reapVolumes(vctx, func(l map[string]string) bool { return l[LabelInstance] != e.instance })
+	vcancel()
 	e.mu.Lock()
 	n := len(e.unremoved)
 	e.mu.Unlock()
@@ -381,10 +396,16 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 	if err != nil {
 		return nil, err
 	}
-	sb := e.pool.take(lim)
+	// An owner who installed packages needs a sandbox that mounts their
+	// package volume: pooled sandboxes have no owner, so it starts cold.
+	pkgs := e.ownerPackageVolume(req.Owner)
+	var sb *sandbox
+	if pkgs == "" {
+		sb = e.pool.take(lim)
+	}
 	if sb == nil {
 		req.progress("starting a sandbox")
-		if sb, err = e.start(ctx, sandboxMeta{Kind: KindTransient, Owner: req.Owner}, lim); err != nil {
+		if sb, err = e.start(ctx, sandboxMeta{Kind: KindTransient, Owner: req.Owner, Packages: pkgs}, lim); err != nil {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("start sandbox: %w", ctx.Err())
 			}

@@ -202,6 +202,7 @@ func (p *pool) create() (*sandbox, error) {
 	meta := sandboxMeta{Kind: p.kind}
 	if p.kind == KindPersistent {
 		meta.Session = randomHex(16) // the id of the session that will take it
+		meta.Packages = sessionVolume(meta.Session)
 	}
 	sb, err := p.e.start(ctx, meta, p.lim)
 	if err != nil {

@@ -27,6 +27,8 @@ type dockerAPI interface {
 	ContainerInspect(ctx context.Context, id string, options client.ContainerInspectOptions) (client.ContainerInspectResult, error)
 	ContainerList(ctx context.Context, options client.ContainerListOptions) (client.ContainerListResult, error)
 	ContainerWait(ctx context.Context, id string, options client.ContainerWaitOptions) client.ContainerWaitResult
+	VolumeList(ctx context.Context, options client.VolumeListOptions) (client.VolumeListResult, error)
+	VolumeRemove(ctx context.Context, volumeID string, options client.VolumeRemoveOptions) (client.VolumeRemoveResult, error)
 	Close() error
 }
 
@@ -185,6 +187,12 @@ func (e *Executor) destroy(sb *sandbox) {
 		}
 		e.removeContainer(sb.id)
 		e.untrack(sb)
+		// A persistent sandbox's package volume goes with its session
+		// (Cleanup, expiry, Close, or a pooled sandbox never taken); a
+		// restart of a live session keeps it.
+		if sb.meta.Kind == KindPersistent && sb.meta.Packages != "" && e.sessionGone(sb.meta.Session) {
+			e.removeVolume(sb.meta.Packages)
+		}
 	})
 }
 

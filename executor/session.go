@@ -22,6 +22,7 @@ type session struct {
 	lastUsed time.Time
 	calls    int  // calls waiting or running; the reaper skips busy sessions
 	running  bool // a call holds sem
+	packages []string // requirements installed by Install
 	closed   bool
 	sb       *sandbox // nil after a kill until the next call restarts it
 }
@@ -191,7 +192,9 @@ func (e *Executor) expire(s *session) {
 	e.tombs[s.id] = tomb{owner: s.owner, at: time.Now()}
 	if sb := s.sb; sb != nil {
 		s.sb = nil
-		go e.destroy(sb)
+		go e.destroy(sb) // removes the package volume too
+	} else {
+		go e.removeVolume(sessionVolume(s.id))
 	}
 }
 
@@ -280,7 +283,7 @@ func (e *Executor) sessionSandbox(ctx context.Context, s *session, progress func
 	if progress != nil {
 		progress("starting a sandbox")
 	}
-	sb, err := e.start(ctx, sandboxMeta{Kind: KindPersistent, Session: s.id, Owner: s.owner, Created: s.created}, s.lim)
+	sb, err := e.start(ctx, sandboxMeta{Kind: KindPersistent, Session: s.id, Owner: s.owner, Created: s.created, Packages: sessionVolume(s.id)}, s.lim)
 	if err != nil {
 		return nil, err
 	}
@@ -312,6 +315,7 @@ func (e *Executor) drop(s *session) {
 	delete(e.sessions, s.id)
 	s.closed = true
 	e.mu.Unlock()
+	e.removeVolume(sessionVolume(s.id)) // Docker may have created it with the sandbox
 }
 
 // Cleanup ends owner's session and removes its sandbox; a running call into
@@ -334,7 +338,9 @@ func (e *Executor) Cleanup(ctx context.Context, owner, sessionID string) error {
 	s.sb = nil
 	e.mu.Unlock()
 	if sb != nil {
-		e.destroy(sb)
+		e.destroy(sb) // removes the package volume too
+	} else {
+		e.removeVolume(sessionVolume(sessionID))
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/runner"
@@ -107,6 +108,9 @@ type sandboxMeta struct {
 	Instance string
 	PID      int
 	Host     string
+	// Packages is the package volume the sandbox mounts read-only at
+	// PackagesDir ("" = none). It is not a label.
+	Packages string
 }
 
 func (m sandboxMeta) labels() map[string]string {
@@ -196,6 +200,9 @@ func containerSpec(d config.Docker, lim Limits, meta sandboxMeta) (*container.Co
 	}
 	if d.NetworkDisabled {
 		host.NetworkMode = "none"
+	}
+	if meta.Packages != "" {
+		host.Mounts = []mount.Mount{packagesMount(meta, true)}
 	}
 	if lim.Memory > 0 {
 		host.Memory = lim.Memory

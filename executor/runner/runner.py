@@ -252,6 +252,19 @@ def _watchdog(done, timeout):
         _kick("timeout")
 
 
+# ---------------------------------------------------------------- packages
+
+# Packages installed by install-package live on a read-only volume mounted
+# here (absent in sandboxes without one). The directory is appended, so an
+# installed package never shadows the standard library or the image's
+# packages, and .pth files in it are not processed (it is no site dir).
+# Every run calls importlib.invalidate_caches(), so a package installed
+# into a running session is importable in its next call.
+_PACKAGES = "/opt/pdm-packages"
+if _PACKAGES not in sys.path:
+    sys.path.append(_PACKAGES)
+
+
 # ---------------------------------------------------------------- import guard
 
 
@@ -592,6 +605,7 @@ def _run(req):
     transient = bool(req.get("transient"))
     code = req.get("code") or ""
     resp = {"id": rid, "status": "ok", "stdout": "", "stderr": ""}
+    importlib.invalidate_caches()
 
     _CELL[0] += 1
     cell_name = "<cell-%d>" % _CELL[0]
