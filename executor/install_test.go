@@ -1,0 +1,263 @@
+package executor
+
+import (
+	"archive/zip"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+
+	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
+)
+
+// writeWheel writes a pure-Python wheel of package name (a module of the
+// same name holding VALUE = value) into dir.
+func writeWheel(t *testing.T, dir, name, version, value string) {
+	t.Helper()
+	info := name + "-" + version + ".dist-info"
+	files := [][2]string{
+		{name + "/__init__.py", "VALUE = " + value + "\n"},
+		{info + "/METADATA", "Metadata-Version: 2.1\nName: " + name + "\nVersion: " + version + "\n"},
+		{info + "/WHEEL", "Wheel-Version: 1.0\nGenerator: python-docker-mcp-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
+	}
+	var record strings.Builder
+	for _, f := range files {
+		sum := sha256.Sum256([]byte(f[1]))
+		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", f[0], base64.RawURLEncoding.EncodeToString(sum[:]), len(f[1]))
+	}
+	record.WriteString(info + "/RECORD,,\n")
+	files = append(files, [2]string{info + "/RECORD", record.String()})
+	f, err := os.Create(filepath.Join(dir, name+"-"+version+"-py3-none-any.whl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := zip.NewWriter(f)
+	for _, file := range files {
+		w, err := z.Create(file[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte(file[1]))
+	}
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wheelhouse is a temporary directory with one wheel, readable by the
+// sandbox user.
+func wheelhouse(t *testing.T) string {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	writeWheel(t, dir, "pdmdemo", "1.0", "42")
+	return dir
+}
+
+func packageVolumes(t *testing.T, cli *client.Client, label string) []string {
+	t.Helper()
+	list, err := cli.VolumeList(context.Background(), client.VolumeListOptions{Filters: make(client.Filters).Add("label", label)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, v := range list.Items {
+		names = append(names, v.Name)
+	}
+	return names
+}
+
+var importDemo = []analyze.Import{{Module: "pdmdemo", Line: 1}}
+
+func TestInstallIntoSession(t *testing.T) {
+	dir := wheelhouse(t)
+	e, cli := newExec(t, func(c *config.Config) { c.Package.FindLinks = []string{dir} })
+	res, id := persistent(t, e, "", Request{Owner: "alice", Code: "x = 1"})
+	wantStatus(t, res, "ok")
+	var progress []string
+	ir, err := e.Install(tctx(t, 2*time.Minute), InstallRequest{Owner: "alice", SessionID: id, Name: "pdmdemo", Specifier: "==1.0",
+		Progress: func(m string) { progress = append(progress, m) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ir.Status != "ok" || ir.Version != "1.0" || ir.Installer != "pip" {
+		t.Fatalf("Install = %+v, want ok, version 1.0 by pip", ir)
+	}
+	if !slices.ContainsFunc(progress, func(m string) bool { return strings.Contains(m, "Successfully installed pdmdemo-1.0") }) {
+		t.Errorf("progress %q lacks pip's success line", progress)
+	}
+	// The running interpreter sees the package in its next call, and its
+	// earlier state is still there: no restart.
+	res, _ = persistent(t, e, id, Request{Owner: "alice", Code: "import pdmdemo\npdmdemo.VALUE + x", Imports: importDemo})
+	wantStatus(t, res, "ok")
+	if res.Result == nil || *res.Result != "43" {
+		t.Errorf("import after install: result %v, want 43", res.Result)
+	}
+	// Read-only for the sandbox.
+	res, _ = persistent(t, e, id, Request{Owner: "alice", Code: "open('" + PackagesDir + "/x.py', 'w')"})
+	if res.Status != "error" || res.Error == nil || !strings.Contains(res.Error.Type, "OSError") && !strings.Contains(res.Error.Message, "Read-only") {
+		t.Errorf("writing into the package volume: %+v %+v, want a read-only error", res.Status, res.Error)
+	}
+	if n, err := e.Installed("alice", id); err != nil || n != 1 {
+		t.Errorf("Installed = %d, %v; want 1", n, err)
+	}
+	if _, err := e.Installed("bob", id); !errors.Is(err, ErrUnknownSession) {
+		t.Errorf("Installed by bob: %v, want ErrUnknownSession", err)
+	}
+
+	ir, err = e.Install(tctx(t, 2*time.Minute), InstallRequest{Owner: "alice", SessionID: id, Name: "nosuchpkg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ir.Status != "not_found" || !strings.Contains(ir.Message, dir) {
+		t.Errorf("missing package: %+v, want not_found naming the wheelhouse", ir)
+	}
+
+	vol := sessionVolume(id)
+	if got := packageVolumes(t, cli, LabelSession+"="+id); !slices.Contains(got, vol) {
+		t.Fatalf("volumes of the session %v, want %s", got, vol)
+	}
+	if err := e.Cleanup(tctx(t, time.Minute), "alice", id); err != nil {
+		t.Fatal(err)
+	}
+	if got := packageVolumes(t, cli, LabelSession+"="+id); len(got) != 0 {
+		t.Errorf("volumes after cleanup %v, want none", got)
+	}
+	if n := ourContainers(t, cli, LabelKind+"="+KindInstaller); n != 0 {
+		t.Errorf("%d installer containers left, want 0", n)
+	}
+}
+
+func TestInstallForTransientCalls(t *testing.T) {
+	dir := wheelhouse(t)
+	e, cli := newExec(t, func(c *config.Config) {
+		c.Package.FindLinks = []string{dir}
+		c.Pool.Enabled, c.Pool.Size, c.Pool.Preload = true, 1, nil
+	})
+	ir, err := e.Install(tctx(t, 2*time.Minute), InstallRequest{Owner: "alice", Name: "pdmdemo"})
+	if err != nil || ir.Status != "ok" {
+		t.Fatalf("Install = %+v, %v", ir, err)
+	}
+	res, err := e.Transient(tctx(t, time.Minute), Request{Owner: "alice", Code: "import pdmdemo\npdmdemo.VALUE", Imports: importDemo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, "ok")
+	if res.Result == nil || *res.Result != "42" {
+		t.Errorf("alice's transient import: result %v, want 42", res.Result)
+	}
+	res, err = e.Transient(tctx(t, time.Minute), Request{Owner: "bob", Code: "import pdmdemo", Imports: importDemo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != "error" || res.Error == nil || res.Error.Type != "ModuleNotFoundError" {
+		t.Errorf("bob's transient import: %s %+v, want ModuleNotFoundError (packages are per owner)", res.Status, res.Error)
+	}
+	label := LabelInstance + "=" + e.instance
+	if got := packageVolumes(t, cli, label); len(got) == 0 {
+		t.Fatal("no package volume while the executor runs")
+	}
+	if err := e.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := packageVolumes(t, cli, label); len(got) != 0 {
+		t.Errorf("package volumes after Close: %v", got)
+	}
+}
+
+func TestInstallRejectsBadNamesBeforeDocker(t *testing.T) {
+	e, cli := newExec(t, func(c *config.Config) { c.Package.FindLinks = []string{"/nonexistent"} })
+	for _, tc := range []struct{ name, spec string }{
+		{"numpy; rm -rf /", ""}, {"../x", ""}, {"-e git+https://example.com/x.git", ""}, {"--index-url=http://evil", ""},
+		{"pkg @ file:///etc", ""}, {"", ""}, {strings.Repeat("a", 200), ""}, {"numpy", "==1; rm -rf /"}, {"numpy", "--pre"},
+		{"numpy", "@ file:///etc"},
+	} {
+		_, err := e.Install(tctx(t, time.Minute), InstallRequest{Owner: "alice", Name: tc.name, Specifier: tc.spec})
+		if !errors.Is(err, ErrInvalidRequest) {
+			t.Errorf("Install(%.40q, %q) = %v, want ErrInvalidRequest", tc.name, tc.spec, err)
+		}
+	}
+	if n := ourContainers(t, cli, LabelKind+"="+KindInstaller); n != 0 {
+		t.Errorf("%d installer containers, want 0", n)
+	}
+}
+
+func TestInstallerSpec(t *testing.T) {
+	c := config.Default()
+	c.Package.FindLinks = []string{"/srv/wheels"}
+	meta := sandboxMeta{Kind: KindInstaller, Session: "s1", Packages: sessionVolume("s1")}
+	cfg, host := installerSpec(c, Limits{Memory: 1 << 30}, meta, []string{"1000", "1000", "{}", "pip"})
+	if host.NetworkMode != "none" || !host.ReadonlyRootfs || cfg.User != "0:0" {
+		t.Errorf("network %q, readonly %v, user %q; want none, true, 0:0 (the bootstrap drops to docker.user)", host.NetworkMode, host.ReadonlyRootfs, cfg.User)
+	}
+	if diff := cmp.Diff([]string{"CHOWN", "SETUID", "SETGID"}, host.CapAdd); diff != "" || !slices.Equal(host.CapDrop, []string{"ALL"}) {
+		t.Errorf("caps drop %v add (-want +got):\n%s", host.CapDrop, diff)
+	}
+	want := []mount.Mount{
+		{Type: mount.TypeVolume, Source: "python-docker-mcp-pkgs-s1", Target: PackagesDir, ReadOnly: false},
+		{Type: mount.TypeBind, Source: "/srv/wheels", Target: "/wheelhouse/0", ReadOnly: true},
+	}
+	for i := range host.Mounts {
+		host.Mounts[i].VolumeOptions = nil
+	}
+	if diff := cmp.Diff(want, host.Mounts); diff != "" {
+		t.Errorf("mounts (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(host.Tmpfs["/tmp"], "noexec") {
+		t.Errorf("/tmp %q: want noexec without allow_sdist", host.Tmpfs["/tmp"])
+	}
+	c.Package.IndexURL = "https://pypi.example/simple"
+	if _, host := installerSpec(c, Limits{}, meta, nil); host.NetworkMode != "bridge" {
+		t.Errorf("with index_url: network %q, want bridge", host.NetworkMode)
+	}
+
+	// The sandbox mounts the same volume read-only.
+	_, sh := containerSpec(c.Docker, Limits{}, sandboxMeta{Kind: KindPersistent, Session: "s1", Packages: sessionVolume("s1")})
+	if len(sh.Mounts) != 1 || !sh.Mounts[0].ReadOnly || sh.Mounts[0].Target != PackagesDir || sh.Mounts[0].Source != "python-docker-mcp-pkgs-s1" {
+		t.Errorf("sandbox mounts %+v, want the package volume read-only at %s", sh.Mounts, PackagesDir)
+	}
+}
+
+func TestInstallerArgs(t *testing.T) {
+	pip, uv := installerArgs(config.Package{}, 2, "pdmdemo==1.0")
+	wantPip := []string{"python3", "-m", "pip", "install", "--no-cache-dir", "--disable-pip-version-check", "--no-input",
+		"--upgrade", "--no-deps", "--target", PackagesDir, "--only-binary=:all:", "--no-index",
+		"--find-links", "/wheelhouse/0", "--find-links", "/wheelhouse/1", "--", "pdmdemo==1.0"}
+	if diff := cmp.Diff(wantPip, pip); diff != "" {
+		t.Errorf("pip (-want +got):\n%s", diff)
+	}
+	if uv[0] != "uv" || uv[len(uv)-2] != "--" || !slices.Contains(uv, "--no-deps") {
+		t.Errorf("uv %q", uv)
+	}
+	pip, _ = installerArgs(config.Package{IndexURL: "https://i.example/simple", TrustedHosts: []string{"i.example"}, AllowSdist: true}, 0, "x")
+	if slices.Contains(pip, "--no-index") || slices.Contains(pip, "--only-binary=:all:") || !slices.Contains(pip, "--trusted-host") {
+		t.Errorf("pip with an index and sdists %q", pip)
+	}
+}
+
+func TestInstalledVersion(t *testing.T) {
+	for _, tc := range []struct{ out, name, want string }{
+		{"Processing x\nSuccessfully installed pdmdemo-1.0\n", "pdmdemo", "1.0"},
+		{"Successfully installed My_Pkg-2.0rc1 other-1\n", "my-pkg", "2.0rc1"},
+		{"Installed 1 package\n + my-pkg==3.1\n", "My.Pkg", "3.1"},
+		{"nothing", "x", ""},
+	} {
+		if got := installedVersion(tc.out, tc.name); got != tc.want {
+			t.Errorf("installedVersion(%q, %q) = %q, want %q", tc.out, tc.name, got, tc.want)
+		}
+	}
+}
