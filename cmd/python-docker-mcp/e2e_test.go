@@ -57,6 +57,7 @@ func serverEnv(t *testing.T, extra ...string) []string {
 
 type mcpClient struct {
 	cs     *sdk.ClientSession
+	pid    int // the server process
 	mu     sync.Mutex
 	prog   []string
 	stderr *lockedBuffer
@@ -104,6 +105,7 @@ func stdioClient(t *testing.T, protocol string, args []string, env ...string) *m
 		t.Fatalf("connect over stdio: %v\nstderr:\n%s", err, c.stderr.String())
 	}
 	c.cs = cs
+	c.pid = cmd.Process.Pid
 	t.Cleanup(func() {
 		cs.Close()
 		if t.Failed() {
@@ -142,22 +144,24 @@ func structured(t *testing.T, r *sdk.CallToolResult) map[string]any {
 	return m
 }
 
-// sandboxes counts this server's containers.
-func sandboxes(t *testing.T, cli *client.Client) int {
+// sandboxes counts the containers of the server process pid (other tests'
+// and other servers' sandboxes may exist at the same time).
+func sandboxes(t *testing.T, cli *client.Client, pid int) int {
 	t.Helper()
-	l, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", "python-docker-mcp.kind")})
+	f := make(client.Filters).Add("label", "python-docker-mcp.kind").Add("label", fmt.Sprintf("python-docker-mcp.pid=%d", pid))
+	l, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return len(l.Items)
 }
 
-func waitNoSandboxes(t *testing.T, cli *client.Client, what string) {
+func waitNoSandboxes(t *testing.T, cli *client.Client, pid int, what string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for sandboxes(t, cli) != 0 {
+	for sandboxes(t, cli, pid) != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d sandbox container(s) left behind", what, sandboxes(t, cli))
+			t.Fatalf("%s: %d sandbox container(s) left behind", what, sandboxes(t, cli, pid))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -281,15 +285,18 @@ func TestStdio(t *testing.T) {
 			}
 			exercise(t, c)
 			c.cs.Close()
-			waitNoSandboxes(t, cli, "after the stdio client closed")
+			waitNoSandboxes(t, cli, c.pid, "after the stdio client closed")
 		})
 	}
 }
 
 func TestStdioCancellation(t *testing.T) {
 	cli := dockertest.RequireImage(t, config.Default().Docker.Image)
-	c := stdioClient(t, "", nil)
-	before := sandboxes(t, cli)
+	// Without the pool the run's sandbox is the server's only container, so
+	// its coming and going can be watched. (Pooled or not, a cancelled
+	// transient run kills and removes its sandbox the same way.)
+	c := stdioClient(t, "", []string{"--set", "pool.enabled=false"})
+	before := sandboxes(t, cli, c.pid)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -298,7 +305,7 @@ func TestStdioCancellation(t *testing.T) {
 	}()
 	// Wait until the run's sandbox exists, then cancel.
 	deadline := time.Now().Add(60 * time.Second)
-	for sandboxes(t, cli) <= before {
+	for sandboxes(t, cli, c.pid) <= before {
 		if time.Now().After(deadline) {
 			t.Fatal("the run's sandbox never appeared")
 		}
@@ -308,9 +315,9 @@ func TestStdioCancellation(t *testing.T) {
 	cancel()
 	<-done
 	deadline = time.Now().Add(20 * time.Second)
-	for sandboxes(t, cli) > before {
+	for sandboxes(t, cli, c.pid) > before {
 		if time.Now().After(deadline) {
-			t.Fatalf("cancelled run left its sandbox: %d > %d", sandboxes(t, cli), before)
+			t.Fatalf("cancelled run left its sandbox: %d > %d", sandboxes(t, cli, c.pid), before)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -349,7 +356,7 @@ func TestHTTP(t *testing.T) {
 	defer func() {
 		cmd.Process.Signal(os.Interrupt)
 		cmd.Wait()
-		waitNoSandboxes(t, cli, "after the HTTP server stopped")
+		waitNoSandboxes(t, cli, cmd.Process.Pid, "after the HTTP server stopped")
 		if t.Failed() {
 			t.Logf("server log:\n%s", log.String())
 		}
