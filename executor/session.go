@@ -20,8 +20,8 @@ type session struct {
 
 	// guarded by Executor.mu
 	lastUsed time.Time
-	calls    int  // calls waiting or running; the reaper skips busy sessions
-	running  bool // a call holds sem
+	calls    int      // calls waiting or running; the reaper skips busy sessions
+	running  bool     // a call holds sem
 	packages []string // requirements installed by Install
 	closed   bool
 	sb       *sandbox // nil after a kill until the next call restarts it

@@ -100,12 +100,13 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 	go watcher.Run(ctx)
 
 	srv := mcpserver.New(mcpserver.Deps{
-		Config:  func() config.Config { return watcher.Current().Config },
-		Gate:    gate,
-		Exec:    exec,
-		Image:   images,
-		Logger:  log,
-		Version: version,
+		Config:    func() config.Config { return watcher.Current().Config },
+		Gate:      gate,
+		Exec:      exec,
+		Installer: exec,
+		Image:     images,
+		Logger:    log,
+		Version:   version,
 	})
 
 	switch cfg.Server.Transport {

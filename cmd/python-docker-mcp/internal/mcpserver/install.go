@@ -2,12 +2,166 @@ package mcpserver
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/python-docker-mcp/python-docker-mcp/executor"
+	"github.com/python-docker-mcp/python-docker-mcp/policy"
 )
 
+// Installer installs packages into package volumes; *executor.Executor is
+// one.
+type Installer interface {
+	// Install runs the installer for one judged package.
+	Install(ctx context.Context, req executor.InstallRequest) (*executor.InstallResult, error)
+	// Installed is how many packages owner installed into the session
+	// (or, with sessionID "", for their transient calls) so far.
+	Installed(owner, sessionID string) (int, error)
+}
+
+// installOut is the structured content of install-package.
+type installOut struct {
+	Package    string             `json:"package"`
+	Version    string             `json:"version"`
+	SessionID  string             `json:"session_id"`
+	Output     string             `json:"output"`
+	Status     string             `json:"status"`
+	Message    string             `json:"message"`
+	Violations []policy.Violation `json:"violations"`
+}
+
+// maxPackageArg bounds package_name and version before anything else looks
+// at them.
+const maxPackageArg = 128
+
+// parsePackage reads package_name and version into a requirement, or says
+// what is wrong with them. version may be a specifier (">=1,<2") or a bare
+// version ("1.2.3" means "==1.2.3"); package_name may carry the specifier
+// itself ("tabulate==0.9.0") when version is empty.
+func parsePackage(name, version string) (policy.Package, error) {
+	name, version = strings.TrimSpace(name), strings.TrimSpace(version)
+	switch {
+	case name == "":
+		return policy.Package{}, errors.New("package_name is empty: give a package name such as \"tabulate\"")
+	case len(name) > maxPackageArg:
+		return policy.Package{}, fmt.Errorf("package_name is %d characters; the maximum is %d", len(name), maxPackageArg)
+	case len(version) > maxPackageArg:
+		return policy.Package{}, fmt.Errorf("version is %d characters; the maximum is %d", len(version), maxPackageArg)
+	case strings.HasPrefix(name, "-"):
+		return policy.Package{}, fmt.Errorf("package_name %q looks like an installer option: options, URLs, paths and editable installs are not accepted, only a package name", name)
+	case strings.ContainsAny(name, "/\\:@;") || strings.Contains(name, ".."):
+		return policy.Package{}, fmt.Errorf("package_name %q is not a package name: URLs, paths, direct references and markers are not accepted, only a name such as \"tabulate\"", name)
+	}
+	if version != "" && version[0] >= '0' && version[0] <= '9' {
+		version = "==" + version
+	}
+	pkg, err := policy.ParseRequirement(name + version)
+	if err != nil {
+		return policy.Package{}, err
+	}
+	if version != "" && pkg.Name != name {
+		return policy.Package{}, fmt.Errorf("package_name %q carries a version and version %q gives another: use one of them", name, version)
+	}
+	return pkg, nil
+}
+
 func (s *Server) installPackage(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return toolError("install-package is not available in this version of the server: packages cannot be installed yet. "+
-		"Use what the sandbox image provides (numpy, pandas, scipy, matplotlib, scikit-learn, sympy and the standard library).",
-		map[string]any{"status": "unavailable"}), nil
+	name := req.GetString("package_name", "")
+	version := req.GetString("version", "")
+	sessionID := req.GetString("session_id", "")
+	if s.d.Installer == nil {
+		return toolError("install-package is not available in this server: it was started without a package installer. "+
+			"Use what the sandbox image provides (numpy, pandas, scipy, matplotlib, scikit-learn, sympy and the standard library).",
+			structured(installOut{Package: name, SessionID: sessionID, Status: "unavailable", Violations: []policy.Violation{}})), nil
+	}
+	out := installOut{Package: name, SessionID: sessionID, Violations: []policy.Violation{}}
+	pkg, err := parsePackage(name, version)
+	if err != nil {
+		out.Status = "invalid"
+		out.Message = err.Error()
+		out.Violations = []policy.Violation{{Rule: "packages.input", Msg: err.Error()}}
+		return toolError("invalid package request, nothing was installed: "+err.Error(), structured(out)), nil
+	}
+	out.Package = pkg.Name
+	p := s.principal(ctx)
+	count, err := s.d.Installer.Installed(p.Sub, sessionID)
+	if err != nil {
+		return s.installFailure(out, err), nil
+	}
+	in := policy.Input{Tool: ToolInstallPackage, Package: &pkg, Principal: policyPrincipal(p)}
+	if sessionID != "" {
+		in.Session = s.sessionInput(p.Sub, sessionID)
+	} else {
+		// Installs for transient calls count against the owner's transient
+		// package volume, which the policy sees as a session without id.
+		in.Session = &policy.Session{Owner: p.Sub, Exists: true, OwnerCount: len(s.d.Exec.Sessions(p.Sub))}
+	}
+	in.Session.Packages = count
+	dec, err := s.d.Gate.Decide(ctx, in)
+	if err != nil {
+		out.Status = "denied"
+		out.Violations = []policy.Violation{{Rule: "policy.error", Msg: err.Error()}}
+		return toolError("the policy could not be evaluated (the server's Rego failed; tell the operator): "+err.Error(), structured(out)), nil
+	}
+	if !dec.Allow {
+		var b strings.Builder
+		fmt.Fprintf(&b, "denied: %s%s was not installed (%d violation(s)):\n", pkg.Name, pkg.Specifier, len(dec.Violations))
+		for _, v := range dec.Violations {
+			fmt.Fprintf(&b, "  %s: %s\n", v.Rule, v.Msg)
+		}
+		s.logClient(ctx, mcp.LoggingLevelWarning, "install denied", map[string]any{"tool": ToolInstallPackage, "package": pkg.Name, "violations": len(dec.Violations)})
+		out.Status = "denied"
+		out.Violations = dec.Violations
+		return toolError(strings.TrimRight(b.String(), "\n"), structured(out)), nil
+	}
+	progress := s.progressFunc(ctx, req)
+	if err := s.waitImage(ctx, progress); err != nil {
+		return s.installFailure(out, fmt.Errorf("the sandbox image is not available: %w", err)), nil
+	}
+	res, err := s.d.Installer.Install(ctx, executor.InstallRequest{
+		Owner: p.Sub, SessionID: sessionID, Name: pkg.Name, Specifier: pkg.Specifier, Progress: progress,
+	})
+	if err != nil {
+		return s.installFailure(out, err), nil
+	}
+	out.Version, out.Output, out.Status, out.Message = res.Version, res.Output, res.Status, res.Message
+	s.logClient(ctx, mcp.LoggingLevelInfo, "install finished", map[string]any{"tool": ToolInstallPackage, "package": pkg.Name, "status": res.Status, "duration_ms": res.DurationMS})
+	var b strings.Builder
+	b.WriteString(res.Message + "\n")
+	if res.Status == "ok" {
+		if sessionID != "" {
+			fmt.Fprintf(&b, "importable in the next call of session %s (no restart needed)\n", sessionID)
+		} else {
+			b.WriteString("importable in your next execute-transient calls (they start a fresh sandbox that has your packages)\n")
+		}
+	}
+	if res.Output != "" {
+		b.WriteString("--- installer output ---\n" + res.Output)
+	}
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{mcp.NewTextContent(strings.TrimRight(b.String(), "\n"))},
+		StructuredContent: structured(out),
+		IsError:           res.Status != "ok",
+	}, nil
+}
+
+// installFailure renders an installer error as an isError result.
+func (s *Server) installFailure(out installOut, err error) *mcp.CallToolResult {
+	out.Status = "error"
+	msg := err.Error()
+	switch {
+	case errors.Is(err, executor.ErrUnknownSession):
+		msg = fmt.Sprintf("unknown session %q: it does not exist (or is not yours). Call %s without session_id to create one, or omit session_id to install for your transient runs.", out.SessionID, ToolExecutePersistent)
+	case errors.Is(err, executor.ErrExpiredSession):
+		msg = fmt.Sprintf("session %q has expired; its packages are gone. Start a new session with %s.", out.SessionID, ToolExecutePersistent)
+	case errors.Is(err, executor.ErrInvalidRequest):
+		out.Status = "invalid"
+	case errors.Is(err, context.Canceled):
+		out.Status, msg = "killed", "the request was cancelled; the installer was stopped and removed"
+	}
+	out.Message = msg
+	return toolError(msg, structured(out))
 }

@@ -50,6 +50,8 @@ type Deps struct {
 	Config func() config.Config
 	Gate   Decider
 	Exec   Executor
+	// Installer backs install-package; nil makes it report "not available".
+	Installer Installer
 	// Image may be nil when the image is known to be there.
 	Image  ImageWaiter
 	Logger *slog.Logger

@@ -130,15 +130,19 @@ func Tools() []mcp.Tool {
 			runOutput(), annotations("Run Python (persistent session)", false, false, false, false)),
 		tool(ToolInstallPackage, "Install a Python package",
 			"Install a Python package into a session (or, without session_id, for your transient runs), from the operator's configured wheelhouse or index. "+
-				"The sandbox itself never gets network access. Subject to the operator's package policy.",
+				"The sandbox itself never gets network access. Subject to the operator's package policy. "+
+				"Dependencies are not installed automatically: install each one by name first. Only wheels are installed unless the operator allows source builds. "+
+				"In a session the package is importable in the next call, without a restart.",
 			object(map[string]any{
 				"package_name": str("Package name as on PyPI, e.g. \"tabulate\". No URLs, paths or options."),
-				"version":      str("Optional version specifier, e.g. \"==0.9.0\" or \">=1.2,<2\"."),
+				"version":      str("Optional version specifier, e.g. \"==0.9.0\" or \">=1.2,<2\"; a bare version such as \"0.9.0\" means ==0.9.0."),
 				"session_id":   str("Optional persistent session to install into."),
 			}, "package_name"),
 			object(map[string]any{
-				"package": str(""), "version": str("Installed version."), "session_id": str(""),
-				"output": str("Installer output (capped)."), "status": str(""),
+				"package": str("The package name."), "version": str("Installed version."), "session_id": str("The session installed into; empty for transient runs."),
+				"output":     str("Installer output (capped)."),
+				"status":     str("ok, denied (see violations), invalid (bad name or version), not_found (not in the wheelhouse or index), error, timeout, unavailable."),
+				"message":    str("What happened, in one sentence."),
 				"violations": map[string]any{"type": "array", "items": violationSchema},
 			}, "status"),
 			annotations("Install a Python package", false, false, true, false)),
