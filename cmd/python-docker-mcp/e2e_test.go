@@ -267,10 +267,16 @@ func exercise(t *testing.T, c *mcpClient) {
 			t.Errorf("after cleanup: %q", text(r))
 		}
 	})
-	t.Run("install not available", func(t *testing.T) {
+	t.Run("install", func(t *testing.T) {
+		// This server has no package source (install_e2e_test.go installs
+		// from a wheelhouse): a valid request says so; a bad one is refused.
 		res := c.call(t, "install-package", map[string]any{"package_name": "tabulate"})
-		if !res.IsError {
-			t.Errorf("install-package: %q", text(res))
+		if !res.IsError || !strings.Contains(text(res), "no package source is configured") {
+			t.Errorf("install-package without a source: %q", text(res))
+		}
+		res = c.call(t, "install-package", map[string]any{"package_name": "tabulate; rm -rf /"})
+		if !res.IsError || structured(t, res)["status"] != "invalid" {
+			t.Errorf("install-package with an injection: %q", text(res))
 		}
 	})
 }
