@@ -246,6 +246,26 @@ func TestInstallRejectsInjection(t *testing.T) {
 			t.Errorf("install-package(%.40q, %q): %q %v, want an invalid request", tc.name, tc.version, text(res), out["status"])
 		}
 	}
+	if n := containersCreated(t, cli, c.pid, since); n != 0 {
+		t.Errorf("%d container(s) created for rejected installs, want 0", n)
+	}
+	// The probe sees an installer when there is one.
+	since = time.Now()
+	if res := c.call(t, "install-package", map[string]any{"package_name": "pdmdemo"}); res.IsError {
+		t.Fatalf("valid install: %q", text(res))
+	}
+	if n := containersCreated(t, cli, c.pid, since); n != 1 {
+		t.Errorf("%d container(s) created for one install, want 1 (the installer)", n)
+	}
+	c.cs.Close()
+	waitNoSandboxes(t, cli, c.pid, "after the client closed")
+	waitNoVolumes(t, cli, c.pid, "after the client closed")
+}
+
+// containersCreated counts the containers the server process pid created
+// since then, from Docker's event log.
+func containersCreated(t *testing.T, cli *client.Client, pid int, since time.Time) int {
+	t.Helper()
 	time.Sleep(time.Second) // let the daemon's event log catch up
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -253,25 +273,19 @@ func TestInstallRejectsInjection(t *testing.T) {
 		Since: strconv.FormatInt(since.Add(-time.Second).Unix(), 10),
 		Until: strconv.FormatInt(time.Now().Unix(), 10),
 		Filters: make(client.Filters).Add("type", "container").Add("event", "create").
-			Add("label", fmt.Sprintf("python-docker-mcp.pid=%d", c.pid)),
+			Add("label", fmt.Sprintf("python-docker-mcp.pid=%d", pid)),
 	})
 	created := 0
-	for done := false; !done; {
+	for {
 		select {
 		case m := <-ev.Messages:
 			created++
-			t.Logf("container created: %s %v", m.Actor.ID, m.Actor.Attributes)
+			t.Logf("container created: %.12s %s", m.Actor.ID, m.Actor.Attributes["python-docker-mcp.kind"])
 		case err := <-ev.Err:
 			if err != nil && !errors.Is(err, io.EOF) {
 				t.Fatalf("docker events: %v", err)
 			}
-			done = true
+			return created
 		}
 	}
-	if created != 0 {
-		t.Errorf("%d container(s) created for rejected installs, want 0", created)
-	}
-	c.cs.Close()
-	waitNoSandboxes(t, cli, c.pid, "after the client closed")
-	waitNoVolumes(t, cli, c.pid, "after the client closed")
 }
