@@ -12,6 +12,7 @@ package policy
 
 import (
 	"bytes"
+	"errors"
 
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
@@ -151,4 +152,21 @@ type Decision struct {
 	Calls struct {
 		Blocked []string `json:"blocked"`
 	} `json:"calls"`
+}
+
+// AnalyzeViolation is the violation reported when the static step refuses
+// the code (analyze.Source's error): rule "syntax" for a syntax error,
+// "input.KIND" for a failed pre-check (encoding, nul, coding, cr, size,
+// depth), with the error's line and column. The server and `policy check`
+// report the same.
+func AnalyzeViolation(err error) Violation {
+	var aerr *analyze.Error
+	if !errors.As(err, &aerr) {
+		return Violation{Rule: "syntax", Msg: err.Error()}
+	}
+	rule := "input." + aerr.Kind
+	if aerr.Kind == "syntax" {
+		rule = "syntax"
+	}
+	return Violation{Rule: rule, Msg: aerr.Msg, Line: aerr.Line, Col: aerr.Col}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -82,15 +81,7 @@ func policyCheck(ctx context.Context, cfg config.Config, e *policy.Engine, file 
 	if err != nil {
 		// The static step refuses the code: that is a denial too, with the
 		// same rule names the server reports.
-		v := policy.Violation{Rule: "syntax", Msg: err.Error()}
-		var aerr *analyze.Error
-		if errors.As(err, &aerr) {
-			v = policy.Violation{Rule: "input." + aerr.Kind, Msg: aerr.Msg, Line: aerr.Line, Col: aerr.Col}
-			if aerr.Kind == "syntax" {
-				v.Rule = "syntax"
-			}
-		}
-		d = policy.Decision{Violations: []policy.Violation{v}, Warnings: []policy.Violation{}}
+		d = policy.Decision{Violations: []policy.Violation{policy.AnalyzeViolation(err)}, Warnings: []policy.Violation{}}
 		d.Modules.Allowed, d.Modules.Blocked, d.Calls.Blocked = []string{}, []string{}, []string{}
 		facts = analyze.Facts{Imports: []analyze.Import{}, Dynamic: []analyze.Dynamic{}, Calls: []analyze.Call{}}
 	} else {

@@ -57,15 +57,7 @@ func (s *Server) gate(ctx context.Context, tool, code string, in policy.Input) (
 	cfg := s.d.Config()
 	facts, err := analyze.Source([]byte(code), analyze.Options{MaxBytes: int(cfg.Limits.MaxCodeBytes)})
 	if err != nil {
-		v := policy.Violation{Rule: "syntax", Msg: err.Error()}
-		var aerr *analyze.Error
-		if errors.As(err, &aerr) {
-			v = policy.Violation{Rule: "input." + aerr.Kind, Msg: aerr.Msg, Line: aerr.Line, Col: aerr.Col}
-			if aerr.Kind == "syntax" {
-				v.Rule = "syntax"
-			}
-		}
-		return facts, policy.Decision{}, s.denied(ctx, tool, []policy.Violation{v}, nil)
+		return facts, policy.Decision{}, s.denied(ctx, tool, []policy.Violation{policy.AnalyzeViolation(err)}, nil)
 	}
 	in.Tool = tool
 	in.Code = policy.NewCode(facts, []byte(code))
