@@ -103,6 +103,7 @@ type InstallResult struct {
 type ownerPackages struct {
 	volume    string
 	installed []string
+	sem       chan struct{} // one install at a time into the volume
 }
 
 var (
@@ -301,7 +302,8 @@ func (e *Executor) Installed(owner, sessionID string) (int, error) {
 // have no owner); it lives until Close (or the next server start's reaping).
 //
 // An install into a session waits for the session's running call and
-// holds the session meanwhile. Bad names are an error wrapping
+// holds the session meanwhile; installs into one owner's transient volume
+// run one at a time. Bad names are an error wrapping
 // ErrInvalidRequest before any container starts; an installer failure is a
 // Result (see Status); an error means the install could not run. Safe for
 // concurrent use.
@@ -332,11 +334,19 @@ func (e *Executor) Install(ctx context.Context, req InstallRequest) (*InstallRes
 			e.mu.Unlock()
 			return nil, ErrClosed
 		}
-		if e.owners[req.Owner] == nil {
-			e.owners[req.Owner] = &ownerPackages{volume: e.ownerVolumeName(req.Owner)}
+		op := e.owners[req.Owner]
+		if op == nil {
+			op = &ownerPackages{volume: e.ownerVolumeName(req.Owner), sem: make(chan struct{}, 1)}
+			e.owners[req.Owner] = op
 		}
-		meta.Packages = e.owners[req.Owner].volume
+		meta.Packages = op.volume
 		e.mu.Unlock()
+		select {
+		case op.sem <- struct{}{}:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for your running install: %w", ctx.Err())
+		}
+		defer func() { <-op.sem }()
 	}
 	res, err := e.runInstaller(ctx, meta, req)
 	if err != nil || res.Status != "ok" {

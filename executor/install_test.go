@@ -24,7 +24,7 @@ import (
 
 // writeWheel writes a pure-Python wheel of package name (a module of the
 // same name holding VALUE = value) into dir.
-func writeWheel(t *testing.T, dir, name, version, value string) {
+func writeWheel(t testing.TB, dir, name, version, value string) {
 	t.Helper()
 	info := name + "-" + version + ".dist-info"
 	files := [][2]string{
@@ -258,6 +258,22 @@ func TestInstalledVersion(t *testing.T) {
 	} {
 		if got := installedVersion(tc.out, tc.name); got != tc.want {
 			t.Errorf("installedVersion(%q, %q) = %q, want %q", tc.out, tc.name, got, tc.want)
+		}
+	}
+}
+
+// BenchmarkInstall measures one install of a small wheel from a wheelhouse
+// (installer container start, pip, removal):
+// go test ./executor/ -run '^$' -bench Install -benchtime 10x
+func BenchmarkInstall(b *testing.B) {
+	dir := b.TempDir()
+	os.Chmod(dir, 0o755)
+	writeWheel(b, dir, "pdmdemo", "1.0", "42")
+	e, _ := newExec(b, func(c *config.Config) { c.Package.FindLinks = []string{dir} })
+	for b.Loop() {
+		ir, err := e.Install(context.Background(), InstallRequest{Owner: "bench", Name: "pdmdemo", Specifier: "==1.0"})
+		if err != nil || ir.Status != "ok" {
+			b.Fatalf("Install = %+v, %v", ir, err)
 		}
 	}
 }

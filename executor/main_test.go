@@ -28,6 +28,15 @@ func TestMain(m *testing.M) {
 		}
 		code = 1
 	}
+	if vols := leftoverVolumes(); len(vols) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: %d package volume(s) left after the suite: %v\n", len(vols), vols)
+		if cli, err := client.New(client.FromEnv); err == nil {
+			for _, v := range vols {
+				cli.VolumeRemove(context.Background(), v, client.VolumeRemoveOptions{Force: true})
+			}
+		}
+		code = 1
+	}
 	os.Exit(code)
 }
 
@@ -54,6 +63,29 @@ func leftovers() []string {
 		ids = append(ids, c.ID[:12])
 	}
 	return ids
+}
+
+// leftoverVolumes are the package volumes of this test process.
+func leftoverVolumes() []string {
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		return nil
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		return nil
+	}
+	list, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: make(client.Filters).Add("label", LabelPID+"="+strconv.Itoa(os.Getpid()))})
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, v := range list.Items {
+		names = append(names, v.Name)
+	}
+	return names
 }
 
 // newExec starts an executor on the real daemon with the default config,
