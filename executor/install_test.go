@@ -277,3 +277,54 @@ func BenchmarkInstall(b *testing.B) {
 		}
 	}
 }
+
+func TestInstallerUVFallsBackToPip(t *testing.T) {
+	dir := wheelhouse(t)
+	e, _ := newExec(t, func(c *config.Config) { c.Package.FindLinks = []string{dir}; c.Package.Installer = "uv" })
+	ir, err := e.Install(tctx(t, 2*time.Minute), InstallRequest{Owner: "alice", Name: "pdmdemo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ir.Status != "ok" || ir.Installer != "pip" || !strings.Contains(ir.Output, "the image has no uv: using pip") {
+		t.Errorf("installer uv without uv in the image: %+v", ir)
+	}
+}
+
+func TestInstallTimeout(t *testing.T) {
+	dir := wheelhouse(t)
+	e, cli := newExec(t, func(c *config.Config) {
+		c.Package.FindLinks = []string{dir}
+		c.Package.Timeout = config.Duration(50 * time.Millisecond)
+	})
+	ir, err := e.Install(tctx(t, 2*time.Minute), InstallRequest{Owner: "alice", Name: "pdmdemo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ir.Status != "timeout" || !strings.Contains(ir.Message, "package.timeout") {
+		t.Errorf("install past package.timeout: %+v", ir)
+	}
+	if n, _ := e.Installed("alice", ""); n != 0 {
+		t.Errorf("Installed = %d after a timeout, want 0", n)
+	}
+	if n := ourContainers(t, cli, LabelKind+"="+KindInstaller); n != 0 {
+		t.Errorf("%d installer containers left after the timeout", n)
+	}
+}
+
+func TestSessionVolumeGoesWithExpiry(t *testing.T) {
+	e, cli := newExec(t, func(c *config.Config) { c.Sessions.IdleTTL = config.Duration(300 * time.Millisecond) })
+	_, id := persistent(t, e, "", Request{Owner: "alice", Code: "1"})
+	if got := packageVolumes(t, cli, LabelSession+"="+id); len(got) != 1 {
+		t.Fatalf("volumes of a new session: %v, want its package volume", got)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for len(packageVolumes(t, cli, LabelSession+"="+id)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the package volume of an expired session is still there")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, _, err := e.Persistent(tctx(t, time.Minute), id, Request{Owner: "alice", Code: "1"}); !errors.Is(err, ErrExpiredSession) {
+		t.Errorf("call after expiry: %v, want ErrExpiredSession", err)
+	}
+}
