@@ -4,18 +4,21 @@ import (
 	"encoding/json"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/python-docker-mcp/python-docker-mcp/policy"
 )
 
-// Tool names, as clients call them.
+// Tool names, as clients call them: the policy's names, so the Rego and
+// the tools cannot disagree.
 const (
-	ToolExecuteTransient  = "execute-transient"
-	ToolExecutePersistent = "execute-persistent"
-	ToolInstallPackage    = "install-package"
-	ToolCleanupSession    = "cleanup-session"
-	ToolListSessions      = "list-sessions"
-	ToolReadFile          = "read-file"
-	ToolWriteFile         = "write-file"
-	ToolListFiles         = "list-files"
+	ToolExecuteTransient  = policy.ToolExecuteTransient
+	ToolExecutePersistent = policy.ToolExecutePersistent
+	ToolInstallPackage    = policy.ToolInstallPackage
+	ToolCleanupSession    = policy.ToolCleanupSession
+	ToolListSessions      = policy.ToolListSessions
+	ToolReadFile          = policy.ToolReadFile
+	ToolWriteFile         = policy.ToolWriteFile
+	ToolListFiles         = policy.ToolListFiles
 )
 
 // ResourceTemplate is the URI template of session files.
