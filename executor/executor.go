@@ -24,6 +24,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -153,6 +154,7 @@ type Executor struct {
 	pool      *pool          // transient sandboxes
 	spool     *pool          // sandboxes for new sessions
 	bg        sync.WaitGroup // pool upkeep, creations, background removals
+	calls     atomic.Int64   // runs in progress (pools refill when none are)
 }
 
 // liveInstances are the executors of this process that are not closed: the
@@ -442,6 +444,12 @@ func (e *Executor) finish(sb *sandbox) {
 
 // run sends one run request to a started sandbox.
 func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits, transient bool) (*Result, error) {
+	e.calls.Add(1)
+	defer func() {
+		e.calls.Add(-1)
+		e.pool.signal()
+		e.spool.signal()
+	}()
 	imports := req.Imports
 	if imports == nil {
 		imports = []analyze.Import{}

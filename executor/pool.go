@@ -23,6 +23,11 @@ import (
 // CPUs or pids gets a cold sandbox, never a looser one. An empty pool means
 // a cold start: a refill takes as long as a cold start, so waiting for one
 // would not be faster.
+//
+// Refills wait while a call is running (up to refillDelay after the pool's
+// last hand-out): starting a container and importing the preload modules
+// costs a CPU-second, and on a small machine that would be taken from the
+// very call the pool is there to speed up.
 type pool struct {
 	e       *Executor
 	kind    string // KindTransient, or KindPersistent: each sandbox labelled with a fresh session id
@@ -36,6 +41,7 @@ type pool struct {
 
 	mu       sync.Mutex
 	idle     []pooled
+	lastTake time.Time
 	creating int
 	lastErr  string // the last creation error, logged once
 	kick     chan struct{}
@@ -78,9 +84,9 @@ func (p *pool) take(lim Limits) *sandbox {
 	if p == nil || !p.fits(lim) {
 		return nil
 	}
-	defer p.signal()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.lastTake = time.Now()
 	for len(p.idle) > 0 {
 		it := p.idle[0]
 		p.idle = p.idle[1:]
@@ -104,6 +110,9 @@ func (p *pool) idleCount() int {
 }
 
 func (p *pool) signal() {
+	if p == nil {
+		return
+	}
 	select {
 	case p.kick <- struct{}{}:
 	default:
@@ -141,11 +150,20 @@ func (p *pool) prune() {
 	p.mu.Unlock()
 }
 
-// fill starts creations until idle + creating reaches the pool size.
+// refillDelay bounds how long a refill waits for running calls to end.
+const refillDelay = 2 * time.Second
+
+// fill starts creations until idle + creating reaches the pool size, unless
+// calls are running and the pool handed out a sandbox less than refillDelay
+// ago (the end of each call, and a 1 s ticker, try again).
 func (p *pool) fill(stop <-chan struct{}) {
 	for {
 		p.mu.Lock()
 		short := p.size - len(p.idle) - p.creating
+		if short > 0 && p.e.calls.Load() > 0 && time.Since(p.lastTake) < refillDelay {
+			p.mu.Unlock()
+			return
+		}
 		if short <= 0 {
 			p.mu.Unlock()
 			return

@@ -854,6 +854,12 @@ def _preload(req):
             pass
     except ChildProcessError:
         pass
+    # One empty run walks every path a real run takes (capture threads,
+    # figures, state, workspace snapshot) so their first-use costs are paid
+    # here and not by the sandbox's one real call.
+    _run({"id": None, "code": "pass", "transient": True, "imports": []})
+    linecache.cache.pop("<cell-%d>" % _CELL[0], None)
+    _CELL[0] = 0
     return {"id": req.get("id"), "status": "ok", "failed": failed}
 
 
