@@ -197,7 +197,6 @@ print(any(c.startswith(b"sleep\x001000") for c in procs), os.path.exists("/tmp/m
 	}
 }
 
-
 func TestOOMOfAChildProcess(t *testing.T) {
 	e, _ := newExec(t, nil)
 	_, id := persistent(t, e, "", Request{Owner: "o", Code: "x = 1"})

@@ -39,10 +39,10 @@ func TestRecipeHash(t *testing.T) {
 
 func TestManaged(t *testing.T) {
 	for ref, want := range map[string]bool{
-		"python-docker-mcp-sandbox:latest": true,
-		"python-docker-mcp-sandbox":        true,
-		"python-docker-mcp-sandbox:test":   true,
-		"python:3.12-slim":                 false,
+		"python-docker-mcp-sandbox:latest":               true,
+		"python-docker-mcp-sandbox":                      true,
+		"python-docker-mcp-sandbox:test":                 true,
+		"python:3.12-slim":                               false,
 		"registry:5000/python-docker-mcp-sandbox:latest": false,
 	} {
 		if got := Managed(ref); got != want {
