@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 		cli, err := client.New(client.FromEnv)
 		if err == nil {
 			for _, id := range left {
-				cli.ContainerRemove(context.Background(), id, client.ContainerRemoveOptions{Force: true})
+				cli.ContainerRemove(context.Background(), id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 			}
 		}
 		code = 1
