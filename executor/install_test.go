@@ -1,14 +1,9 @@
 package executor
 
 import (
-	"archive/zip"
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
-	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,52 +14,16 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
-
-// writeWheel writes a pure-Python wheel of package name (a module of the
-// same name holding VALUE = value) into dir.
-func writeWheel(t testing.TB, dir, name, version, value string) {
-	t.Helper()
-	info := name + "-" + version + ".dist-info"
-	files := [][2]string{
-		{name + "/__init__.py", "VALUE = " + value + "\n"},
-		{info + "/METADATA", "Metadata-Version: 2.1\nName: " + name + "\nVersion: " + version + "\n"},
-		{info + "/WHEEL", "Wheel-Version: 1.0\nGenerator: python-docker-mcp-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
-	}
-	var record strings.Builder
-	for _, f := range files {
-		sum := sha256.Sum256([]byte(f[1]))
-		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", f[0], base64.RawURLEncoding.EncodeToString(sum[:]), len(f[1]))
-	}
-	record.WriteString(info + "/RECORD,,\n")
-	files = append(files, [2]string{info + "/RECORD", record.String()})
-	f, err := os.Create(filepath.Join(dir, name+"-"+version+"-py3-none-any.whl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	z := zip.NewWriter(f)
-	for _, file := range files {
-		w, err := z.Create(file[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write([]byte(file[1]))
-	}
-	if err := z.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // wheelhouse is a temporary directory with one wheel, readable by the
 // sandbox user.
 func wheelhouse(t *testing.T) string {
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
-	writeWheel(t, dir, "pdmdemo", "1.0", "42")
+	dockertest.WriteWheel(t, dir, "pdmdemo", "1.0", "42")
 	return dir
 }
 
@@ -268,7 +227,7 @@ func TestInstalledVersion(t *testing.T) {
 func BenchmarkInstall(b *testing.B) {
 	dir := b.TempDir()
 	os.Chmod(dir, 0o755)
-	writeWheel(b, dir, "pdmdemo", "1.0", "42")
+	dockertest.WriteWheel(b, dir, "pdmdemo", "1.0", "42")
 	e, _ := newExec(b, func(c *config.Config) { c.Package.FindLinks = []string{dir} })
 	for b.Loop() {
 		ir, err := e.Install(context.Background(), InstallRequest{Owner: "bench", Name: "pdmdemo", Specifier: "==1.0"})

@@ -33,7 +33,9 @@ func TestNewReapsLeftovers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { cli.ContainerRemove(context.Background(), c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}) })
+		t.Cleanup(func() {
+			cli.ContainerRemove(context.Background(), c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		})
 		return c.ID
 	}
 	exists := func(id string) bool {

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"archive/zip"
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -23,51 +20,14 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 )
 
-// writeWheel writes a pure-Python wheel of package name (a module of the
-// same name holding VALUE = value) into dir.
-func writeWheel(t *testing.T, dir, name, version, value string) {
-	t.Helper()
-	info := name + "-" + version + ".dist-info"
-	files := [][2]string{
-		{name + "/__init__.py", "VALUE = " + value + "\n"},
-		{info + "/METADATA", "Metadata-Version: 2.1\nName: " + name + "\nVersion: " + version + "\n"},
-		{info + "/WHEEL", "Wheel-Version: 1.0\nGenerator: python-docker-mcp-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
-	}
-	var record strings.Builder
-	for _, f := range files {
-		sum := sha256.Sum256([]byte(f[1]))
-		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", f[0], base64.RawURLEncoding.EncodeToString(sum[:]), len(f[1]))
-	}
-	record.WriteString(info + "/RECORD,,\n")
-	files = append(files, [2]string{info + "/RECORD", record.String()})
-	f, err := os.Create(filepath.Join(dir, name+"-"+version+"-py3-none-any.whl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	z := zip.NewWriter(f)
-	for _, file := range files {
-		w, err := z.Create(file[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write([]byte(file[1]))
-	}
-	if err := z.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // installServer starts the server over stdio with a wheelhouse holding
 // pdmdemo 1.0 (and evilpkg 1.0, which the config blocks).
 func installServer(t *testing.T, extra ...string) (*mcpClient, string) {
 	t.Helper()
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
-	writeWheel(t, dir, "pdmdemo", "1.0", "42")
-	writeWheel(t, dir, "evilpkg", "1.0", "666")
+	dockertest.WriteWheel(t, dir, "pdmdemo", "1.0", "42")
+	dockertest.WriteWheel(t, dir, "evilpkg", "1.0", "666")
 	cfgFile := filepath.Join(t.TempDir(), "config.yaml")
 	yaml := "package:\n  find_links: [" + strconv.Quote(dir) + "]\n  blocked: [evilpkg]\n"
 	if err := os.WriteFile(cfgFile, []byte(yaml), 0o644); err != nil {
