@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -9,7 +8,6 @@ import (
 	"encoding/pem"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,41 +54,7 @@ func TestHTTPSessionsBelongToTheirSubject(t *testing.T) {
 		return tok
 	}
 
-	cmd := exec.Command(binary, "--transport", "http", "--addr", "127.0.0.1:0",
-		"--set", "auth.mode=jwt", "--set", "auth.issuer=https://idp.test", "--set", "auth.public_key_path="+pub)
-	cmd.Env = serverEnv(t)
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	log := &lockedBuffer{}
-	urlc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			log.Write([]byte(sc.Text() + "\n"))
-			if m := urlLine.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case urlc <- m[1]:
-				default:
-				}
-			}
-		}
-	}()
-	defer func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-		waitNoSandboxes(t, cli, cmd.Process.Pid, "after the HTTP server stopped")
-		if t.Failed() {
-			t.Logf("server log:\n%s", log.String())
-		}
-	}()
-	var url string
-	select {
-	case url = <-urlc:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("server did not start:\n%s", log.String())
-	}
+	url, _ := startHTTP(t, cli, "--set", "auth.mode=jwt", "--set", "auth.issuer=https://idp.test", "--set", "auth.public_key_path="+pub)
 	connect := func(token string) (*sdk.ClientSession, error) {
 		hc := &http.Client{Transport: bearer{token}}
 		c := sdk.NewClient(&sdk.Implementation{Name: "e2e-auth", Version: "1"}, nil)

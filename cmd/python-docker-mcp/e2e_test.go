@@ -335,11 +335,12 @@ func TestStdioCancellation(t *testing.T) {
 
 var urlLine = regexp.MustCompile(`url=(http://\S+)`)
 
-// TestHTTP serves Streamable HTTP (auth off on loopback) and drives it with
-// the go-sdk client.
-func TestHTTP(t *testing.T) {
-	cli := dockertest.RequireImage(t, config.Default().Docker.Image)
-	cmd := exec.Command(binary, "--transport", "http", "--addr", "127.0.0.1:0", "--set", "blocked_modules=socket")
+// startHTTP starts the built server on a free loopback port with args and
+// returns its /mcp URL and its log. At the test's end the server gets
+// SIGINT and must leave no sandbox behind.
+func startHTTP(t *testing.T, cli *client.Client, args ...string) (string, *lockedBuffer) {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"--transport", "http", "--addr", "127.0.0.1:0"}, args...)...)
 	cmd.Env = serverEnv(t)
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
@@ -359,20 +360,28 @@ func TestHTTP(t *testing.T) {
 			}
 		}
 	}()
-	defer func() {
+	t.Cleanup(func() {
 		cmd.Process.Signal(os.Interrupt)
 		cmd.Wait()
 		waitNoSandboxes(t, cli, cmd.Process.Pid, "after the HTTP server stopped")
 		if t.Failed() {
 			t.Logf("server log:\n%s", log.String())
 		}
-	}()
-	var url string
+	})
 	select {
-	case url = <-urlc:
+	case url := <-urlc:
+		return url, log
 	case <-time.After(60 * time.Second):
 		t.Fatalf("server did not start:\n%s", log.String())
 	}
+	return "", nil
+}
+
+// TestHTTP serves Streamable HTTP (auth off on loopback) and drives it with
+// the go-sdk client.
+func TestHTTP(t *testing.T) {
+	cli := dockertest.RequireImage(t, config.Default().Docker.Image)
+	url, log := startHTTP(t, cli, "--set", "blocked_modules=socket")
 	health, err := http.Get(strings.TrimSuffix(url, "/mcp") + "/healthz")
 	if err != nil || health.StatusCode != 200 {
 		t.Fatalf("healthz: %v %v", err, health)
