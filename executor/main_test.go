@@ -40,51 +40,51 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func leftovers() []string {
+// ownLabel selects what this test process created.
+func ownLabel() client.Filters {
+	return make(client.Filters).Add("label", LabelPID+"="+strconv.Itoa(os.Getpid()))
+}
+
+// withDaemon calls fn with a client of a reachable daemon, or not at all.
+func withDaemon(fn func(ctx context.Context, cli *client.Client)) {
 	cli, err := client.New(client.FromEnv)
 	if err != nil {
-		return nil
+		return
 	}
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
-		return nil
+		return
 	}
-	list, err := cli.ContainerList(ctx, client.ContainerListOptions{
-		All:     true,
-		Filters: make(client.Filters).Add("label", LabelPID+"="+strconv.Itoa(os.Getpid())),
+	fn(ctx, cli)
+}
+
+// leftovers are the containers of this test process.
+func leftovers() (ids []string) {
+	withDaemon(func(ctx context.Context, cli *client.Client) {
+		list, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: ownLabel()})
+		if err != nil {
+			return
+		}
+		for _, c := range list.Items {
+			ids = append(ids, c.ID[:12])
+		}
 	})
-	if err != nil {
-		return nil
-	}
-	var ids []string
-	for _, c := range list.Items {
-		ids = append(ids, c.ID[:12])
-	}
 	return ids
 }
 
 // leftoverVolumes are the package volumes of this test process.
-func leftoverVolumes() []string {
-	cli, err := client.New(client.FromEnv)
-	if err != nil {
-		return nil
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
-		return nil
-	}
-	list, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: make(client.Filters).Add("label", LabelPID+"="+strconv.Itoa(os.Getpid()))})
-	if err != nil {
-		return nil
-	}
-	var names []string
-	for _, v := range list.Items {
-		names = append(names, v.Name)
-	}
+func leftoverVolumes() (names []string) {
+	withDaemon(func(ctx context.Context, cli *client.Client) {
+		list, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: ownLabel()})
+		if err != nil {
+			return
+		}
+		for _, v := range list.Items {
+			names = append(names, v.Name)
+		}
+	})
 	return names
 }
 
