@@ -60,6 +60,11 @@ type Request struct {
 	Modules ModuleRules
 	// Limits requested for this call; zero fields mean the config's values.
 	Limits Limits
+	// Capabilities are the capability classes the policy lets this call's
+	// code use, enforced in the kernel inside the sandbox (a seccomp filter
+	// in the user-code process). nil means no per-call filter: only the
+	// container's own hardening applies.
+	Capabilities *Capabilities
 	// Progress, when set, is told what the call is waiting for ("starting a
 	// sandbox", "waiting for the session's running call", "running"), so the
 	// caller can send progress notifications. It is called on the calling
@@ -78,6 +83,23 @@ func (r Request) progress(msg string) {
 type ModuleRules struct {
 	Allowed []string `json:"allowed"`
 	Blocked []string `json:"blocked"`
+}
+
+// Capabilities are the kernel-enforced capability classes of one run. The
+// zero value denies every class.
+type Capabilities struct {
+	// Processes allows creating processes: fork, vfork, clone of a new
+	// process, execve, execveat (subprocess, os.system, multiprocessing…).
+	Processes bool `json:"processes"`
+	// Sockets are the socket families the code may open ("unix", "inet",
+	// "inet6"); empty denies socket(2) and socketpair(2).
+	Sockets []string `json:"sockets"`
+	// PTY allows pseudo-terminals (os.openpty, pty).
+	PTY bool `json:"pty"`
+	// NativeCode allows loading native code the image does not already
+	// map (ctypes, cffi, extension modules from writable directories,
+	// executable anonymous or memfd mappings).
+	NativeCode bool `json:"native_code"`
 }
 
 // Result is the outcome of one run. Status is one of:

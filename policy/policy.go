@@ -152,6 +152,18 @@ type Decision struct {
 	Calls struct {
 		Blocked []string `json:"blocked"`
 	} `json:"calls"`
+	// Capabilities are the capability classes the call's code may use,
+	// enforced in the kernel inside the sandbox.
+	Capabilities Capabilities `json:"capabilities"`
+}
+
+// Capabilities are the capability classes of a decision: what the code may
+// do whatever it imports (see executor.Capabilities for their meaning).
+type Capabilities struct {
+	Processes  bool     `json:"processes"`
+	Sockets    []string `json:"sockets"`
+	PTY        bool     `json:"pty"`
+	NativeCode bool     `json:"native_code"`
 }
 
 // AnalyzeViolation is the violation reported when the static step refuses
