@@ -40,7 +40,7 @@ func TestDefaults(t *testing.T) {
 	}
 	c := l.Config
 	if c.Docker.MemoryLimit != 512<<20 || c.Docker.CPULimit != 1 || c.Docker.Timeout.D() != 30*time.Second ||
-		!c.Docker.NetworkDisabled || !c.Docker.ReadOnly || c.Limits.MaxOutputBytes != 1<<20 {
+		!c.Docker.NetworkDisabled || !c.Docker.ReadOnly || c.Limits.MaxOutputBytes != 64<<10 {
 		t.Errorf("defaults are not the documented ones: %+v", c.Docker)
 	}
 	if l.File != "" {

@@ -185,7 +185,7 @@ func exercise(t *testing.T, c *mcpClient) {
 
 	t.Run("print", func(t *testing.T) {
 		res := c.call(t, "execute-transient", map[string]any{"code": "print(1)"})
-		if res.IsError || structured(t, res)["stdout"] != "1\n" {
+		if res.IsError || structured(t, res)["stdout_bytes"] != float64(2) || !strings.Contains(text(res), "--- stdout ---\n1") {
 			t.Fatalf("print(1): %q", text(res))
 		}
 	})

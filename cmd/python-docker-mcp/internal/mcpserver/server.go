@@ -32,6 +32,9 @@ type Executor interface {
 	ReadFile(ctx context.Context, owner, sessionID, path string) ([]byte, error)
 	WriteFile(ctx context.Context, owner, sessionID, path string, data []byte) error
 	ListFiles(ctx context.Context, owner, sessionID, path string) ([]executor.FileInfo, error)
+	// Imported reports which of modules the session's code has imported
+	// since its interpreter started.
+	Imported(owner, sessionID string, modules []string) []string
 }
 
 // Decider judges a request; *policy.Gate is one.
@@ -61,8 +64,9 @@ type Deps struct {
 
 // Server holds the MCP server and its tools. Safe for concurrent use.
 type Server struct {
-	d   Deps
-	mcp *server.MCPServer
+	d       Deps
+	mcp     *server.MCPServer
+	outputs *outputStore
 }
 
 // New registers the tools and the session-file resource template.
@@ -73,7 +77,14 @@ func New(d Deps) *Server {
 	if d.Version == "" {
 		d.Version = "dev"
 	}
-	s := &Server{d: d}
+	s := &Server{d: d, outputs: newOutputStore()}
+	tools := Tools(d.Config())
+	args, err := newArgValidator(tools)
+	if err != nil {
+		panic("mcpserver: " + err.Error()) // the schemas are this package's own
+	}
+	hooks := &server.Hooks{}
+	hooks.AddAfterListResources(s.listResources)
 	s.mcp = server.NewMCPServer("python-docker-mcp", d.Version,
 		server.WithTitle("Python sandbox"),
 		server.WithInstructions("Runs Python 3.13 in hardened, network-less Docker sandboxes. "+
@@ -84,8 +95,9 @@ func New(d Deps) *Server {
 		server.WithLogging(),
 		server.WithRecovery(),
 		server.WithResourceRecovery(),
-		server.WithInputSchemaValidation(),
+		server.WithToolHandlerMiddleware(args.middleware),
 		server.WithOutputSchemaValidation(),
+		server.WithHooks(hooks),
 	)
 	handlers := map[string]server.ToolHandlerFunc{
 		ToolExecuteTransient:  s.executeTransient,
@@ -97,14 +109,21 @@ func New(d Deps) *Server {
 		ToolWriteFile:         s.writeFile,
 		ToolListFiles:         s.listFiles,
 	}
-	for _, t := range Tools() {
+	for _, t := range tools {
 		s.mcp.AddTool(t, handlers[t.Name])
 	}
 	s.mcp.AddResourceTemplate(
 		mcp.NewResourceTemplate(ResourceTemplate, "Session file",
-			mcp.WithTemplateDescription("A file in a persistent session's /workspace: sandbox://SESSION_ID/PATH."),
+			mcp.WithTemplateDescription("A file in a persistent session's /workspace: sandbox://SESSION_ID/PATH (PATH relative to /workspace)."),
 		),
 		s.readResource,
+	)
+	s.mcp.AddResourceTemplate(
+		mcp.NewResourceTemplate(OutputTemplate, "Full output of a call",
+			mcp.WithTemplateDescription("The full text of a stdout or stderr that a result showed cut: sandbox-output://CALL_ID/stdout or /stderr. Kept for a limited time, for the caller only."),
+			mcp.WithTemplateMIMEType("text/plain"),
+		),
+		s.readOutput,
 	)
 	return s
 }
