@@ -67,6 +67,10 @@ type Server struct {
 	d       Deps
 	mcp     *server.MCPServer
 	outputs *outputStore
+
+	toolsMu  sync.Mutex
+	toolsKey string     // the config fields the descriptions were built from
+	tools    []mcp.Tool // Tools of that config
 }
 
 // New registers the tools and the session-file resource template.
@@ -98,6 +102,7 @@ func New(d Deps) *Server {
 		server.WithToolHandlerMiddleware(args.middleware),
 		server.WithOutputSchemaValidation(),
 		server.WithHooks(hooks),
+		server.WithToolFilter(s.currentTools),
 	)
 	handlers := map[string]server.ToolHandlerFunc{
 		ToolExecuteTransient:  s.executeTransient,
@@ -126,6 +131,33 @@ func New(d Deps) *Server {
 		s.readOutput,
 	)
 	return s
+}
+
+// currentTools gives tools/list the descriptions of the configuration in
+// force (a reload may change the image packages, the timeout, the output
+// cap or the module rules); the schemas themselves never change.
+func (s *Server) currentTools(_ context.Context, tools []mcp.Tool) []mcp.Tool {
+	cfg := s.d.Config()
+	key := fmt.Sprint(cfg.Docker.Image, cfg.Image.Packages, cfg.Docker.Timeout, cfg.Limits.MaxOutputBytes,
+		cfg.Outputs.MaxStreamBytes, cfg.Outputs.TTL, cfg.AllowedModules, cfg.BlockedModules)
+	s.toolsMu.Lock()
+	if key != s.toolsKey {
+		s.toolsKey, s.tools = key, Tools(cfg)
+	}
+	current := s.tools
+	s.toolsMu.Unlock()
+	byName := make(map[string]mcp.Tool, len(current))
+	for _, t := range current {
+		byName[t.Name] = t
+	}
+	out := make([]mcp.Tool, len(tools))
+	for i, t := range tools {
+		if c, ok := byName[t.Name]; ok {
+			t.Description, t.RawInputSchema = c.Description, c.RawInputSchema
+		}
+		out[i] = t
+	}
+	return out
 }
 
 // MCP returns the mcp-go server, for the stdio and HTTP transports.

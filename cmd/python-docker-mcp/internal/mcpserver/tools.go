@@ -60,6 +60,17 @@ func seconds(d time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
 }
 
+// durationText renders a duration for a description ("30 min").
+func durationText(d time.Duration) string {
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		return fmt.Sprintf("%d h", d/time.Hour)
+	case d >= time.Minute && d%time.Minute == 0:
+		return fmt.Sprintf("%d min", d/time.Minute)
+	}
+	return seconds(d) + " s"
+}
+
 // sizeText renders a byte count for a description ("64 KiB").
 func sizeText(n int64) string {
 	switch {
@@ -94,7 +105,7 @@ func timeoutDescription(cfg config.Config) string {
 func outputNote(cfg config.Config) string {
 	return "Output: stdout and stderr come back in the text of the result, each up to " + sizeText(int64(cfg.Limits.MaxOutputBytes)) +
 		"; a longer stream shows its head and tail, and its full text (up to " + sizeText(int64(cfg.Outputs.MaxStreamBytes)) +
-		") is attached as a resource link to read with resources/read, kept for " + cfg.Outputs.TTL.D().String() + ". "
+		") is attached as a resource link to read with resources/read, kept for " + durationText(cfg.Outputs.TTL.D()) + ". "
 }
 
 const sessionDescription = "The id of a persistent session, as returned by execute-persistent."

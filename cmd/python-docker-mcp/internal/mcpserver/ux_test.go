@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor"
+	"github.com/python-docker-mcp/python-docker-mcp/policy"
 )
 
 func TestArgumentErrorsAreSentences(t *testing.T) {
@@ -260,5 +262,34 @@ func TestModuleCandidates(t *testing.T) {
 		if got := strings.Join(moduleCandidates(name), " "); got != want {
 			t.Errorf("moduleCandidates(%q) = %q, want %q", name, got, want)
 		}
+	}
+}
+
+func TestDescriptionsFollowReload(t *testing.T) {
+	cfg := config.Default()
+	var mu sync.Mutex
+	current := cfg
+	eng, err := policy.Load(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(Deps{Config: func() config.Config { mu.Lock(); defer mu.Unlock(); return current }, Gate: policy.NewGate(eng),
+		Exec: &scriptedExec{result: executor.Result{Status: "ok"}, ended: make(chan error, 1), files: map[string][]byte{}}, Version: "test"})
+	describe := func() string {
+		var b strings.Builder
+		for _, tl := range srv.currentTools(context.Background(), Tools(config.Default())) {
+			b.WriteString(tl.Description)
+			b.Write(tl.RawInputSchema)
+		}
+		return b.String()
+	}
+	if strings.Contains(describe(), "may not be imported") {
+		t.Fatal("defaults mention blocked modules")
+	}
+	mu.Lock()
+	current.BlockedModules = []string{"ctypes"}
+	mu.Unlock()
+	if !strings.Contains(describe(), "These modules may not be imported: ctypes.") {
+		t.Error("a reloaded blocked_modules is not in the descriptions")
 	}
 }
