@@ -131,7 +131,10 @@ type Result struct {
 	DroppedState []Dropped       `json:"dropped_state,omitempty"`
 	Images       []Image         `json:"images,omitempty"`
 	Files        []string        `json:"files,omitempty"` // workspace files the run created or changed, relative paths
-	DurationMS   float64         `json:"duration_ms"`
+	// FileData (transient runs) holds the small ones among Files, read
+	// before the sandbox was removed: see WorkspaceFile.
+	FileData   []WorkspaceFile `json:"file_data,omitempty"`
+	DurationMS float64         `json:"duration_ms"`
 	// StateLost says a persistent session's interpreter was restarted:
 	// every variable, import and function of earlier calls is gone.
 	StateLost bool   `json:"state_lost,omitempty"`
@@ -446,7 +449,11 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 		}
 	}
 	defer e.finish(sb)
-	return e.run(ctx, sb, req, lim, true)
+	res, err := e.run(ctx, sb, req, lim, true)
+	if err == nil && len(res.Files) > 0 {
+		e.keepSmallFiles(ctx, sb, res)
+	}
+	return res, err
 }
 
 // finish ends a transient sandbox after its one call: the runner is told to

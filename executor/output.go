@@ -1,9 +1,11 @@
 package executor
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"strconv"
+	"time"
 	"unicode/utf8"
 )
 
@@ -51,4 +53,39 @@ func displayStream(s string, runnerCut bool, shown int64) (text string, cut bool
 	}
 	dropped := total - int64(len(head)) - int64(len(tail))
 	return head + fmt.Sprintf("\n... [%d bytes dropped] ...\n", dropped) + tail, true, s, total
+}
+
+// A transient run's small files are read back before its sandbox goes: at
+// most maxKeptFiles, each at most maxKeptFileBytes, all within
+// limits.max_output_bytes.
+const (
+	maxKeptFiles     = 8
+	maxKeptFileBytes = 64 << 10
+)
+
+// WorkspaceFile is a file a transient run left in its working directory,
+// read before the sandbox was removed.
+type WorkspaceFile struct {
+	Path string `json:"path"`
+	Data []byte `json:"data"`
+}
+
+// keepSmallFiles reads the small files a transient run wrote into
+// res.FileData, in res.Files order, skipping those that are too large.
+func (e *Executor) keepSmallFiles(ctx context.Context, sb *sandbox, res *Result) {
+	budget := min(e.outputCap(), int64(maxKeptFileBytes)*maxKeptFiles)
+	for _, f := range res.Files {
+		if len(res.FileData) >= maxKeptFiles || budget <= 0 || sb.dead.Load() || ctx.Err() != nil {
+			return
+		}
+		resp, fail, err := e.roundTrip(ctx, sb, map[string]any{"op": "read", "path": f, "max_bytes": min(budget, maxKeptFileBytes)}, 5*time.Second, false)
+		if err != nil || fail != nil {
+			return
+		}
+		if errorOf(resp) != nil {
+			continue // too large, not a regular file, or gone
+		}
+		res.FileData = append(res.FileData, WorkspaceFile{Path: f, Data: resp.Data})
+		budget -= int64(len(resp.Data))
+	}
 }

@@ -87,11 +87,26 @@ func TestStdioWhatUsersSee(t *testing.T) {
 			t.Errorf("resources/list lacks %s", uri)
 		}
 	})
-	t.Run("transient files vanish and say so", func(t *testing.T) {
-		res := c.call(t, "execute-transient", map[string]any{"code": "open('out.txt', 'w').write('x')"})
-		if got, _ := structured(t, res)["discarded_files"].([]any); res.IsError || len(got) != 1 || got[0] != "out.txt" ||
-			!strings.Contains(text(res), "deleted with this single-use sandbox: out.txt") {
-			t.Errorf("transient file: %q %v", text(res), structured(t, res))
+	t.Run("transient files vanish and say so; small ones come back", func(t *testing.T) {
+		res := c.call(t, "execute-transient", map[string]any{"code": "open('out.txt', 'w').write('x')\nopen('big.bin', 'wb').write(b'0' * (1 << 20))"})
+		sc := structured(t, res)
+		if got, _ := sc["discarded_files"].([]any); res.IsError || len(got) != 2 ||
+			!strings.Contains(text(res), "deleted with this single-use sandbox: ") {
+			t.Errorf("transient files: %q %v", text(res), sc)
+		}
+		returned, _ := sc["returned_files"].([]any)
+		var embedded []string
+		for _, ct := range res.Content {
+			if er, ok := ct.(*sdk.EmbeddedResource); ok {
+				embedded = append(embedded, er.Resource.URI+"="+er.Resource.Text)
+			}
+		}
+		if len(returned) != 1 || len(embedded) != 1 || embedded[0] != returned[0].(string)+"=x" || !strings.HasSuffix(embedded[0], "/files/out.txt=x") {
+			t.Fatalf("returned %v, embedded %v: want out.txt only (big.bin is 1 MiB)", returned, embedded)
+		}
+		rr, err := c.cs.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: returned[0].(string)})
+		if err != nil || rr.Contents[0].Text != "x" {
+			t.Errorf("resources/read of a returned file: %v", err)
 		}
 	})
 

@@ -33,6 +33,7 @@ type runOut struct {
 	Images          int                `json:"images"`
 	Files           []string           `json:"files"`
 	DiscardedFiles  []string           `json:"discarded_files,omitempty"`
+	ReturnedFiles   []string           `json:"returned_files,omitempty"`
 	DurationMS      float64            `json:"duration_ms"`
 	SessionID       string             `json:"session_id,omitempty"`
 	StateLost       bool               `json:"state_lost"`
@@ -228,10 +229,18 @@ func (s *Server) render(owner string, res *executor.Result, warnings []policy.Vi
 		out.Error = &runError{Type: res.Error.Type, Message: res.Error.Message, Line: res.Error.Line, Traceback: res.Error.Traceback}
 	}
 	var links []mcp.Content
-	if res.StdoutFull != "" || res.StderrFull != "" {
+	if res.StdoutFull != "" || res.StderrFull != "" || len(res.FileData) > 0 {
 		cfg := s.d.Config()
 		s.outputs.setLimits(int64(cfg.Outputs.MaxTotalBytes), cfg.Outputs.TTL.D())
 		call := newCallID()
+		for _, f := range res.FileData {
+			uri := s.outputs.put(owner, call, "files/"+relPath(cfg.Docker.WorkingDir, f.Path), string(f.Data), int64(len(f.Data)))
+			if uri == "" {
+				continue
+			}
+			out.ReturnedFiles = append(out.ReturnedFiles, uri)
+			links = append(links, mcp.NewEmbeddedResource(resourceContents(uri, f.Path, f.Data)))
+		}
 		if res.StdoutFull != "" {
 			if out.StdoutURI = s.outputs.put(owner, call, "stdout", res.StdoutFull, out.StdoutBytes); out.StdoutURI != "" {
 				links = append(links, mcp.NewResourceLink(out.StdoutURI, "stdout", fmt.Sprintf("full stdout of this call (%d bytes)", len(res.StdoutFull)), "text/plain"))
@@ -330,8 +339,13 @@ func text(o runOut) string {
 		b.WriteString("file: " + f + "\n")
 	}
 	if len(o.DiscardedFiles) > 0 {
-		b.WriteString("files written to /workspace were deleted with this single-use sandbox: " + strings.Join(o.DiscardedFiles, ", ") +
-			" (print what you need, or use execute-persistent and read-file to keep files)\n")
+		b.WriteString("files written to /workspace were deleted with this single-use sandbox: " + strings.Join(o.DiscardedFiles, ", ") + "\n")
+		if len(o.ReturnedFiles) > 0 {
+			fmt.Fprintf(&b, "the %d small one(s) are embedded in this result and readable for a while at: %s\n", len(o.ReturnedFiles), strings.Join(o.ReturnedFiles, ", "))
+		}
+		if len(o.ReturnedFiles) < len(o.DiscardedFiles) {
+			b.WriteString("to keep larger files, use execute-persistent and read-file\n")
+		}
 	}
 	for _, w := range o.Warnings {
 		fmt.Fprintf(&b, "warning: line %d: %s: %s\n", w.Line, w.Rule, w.Msg)

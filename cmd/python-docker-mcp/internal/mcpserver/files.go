@@ -216,10 +216,7 @@ func (s *Server) readResource(ctx context.Context, req mcp.ReadResourceRequest) 
 		}
 		return nil, fmt.Errorf("resource %s: %w", req.Params.URI, err)
 	}
-	if utf8.Valid(data) {
-		return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: mimeFor(p), Text: string(data)}}, nil
-	}
-	return []mcp.ResourceContents{mcp.BlobResourceContents{URI: req.Params.URI, MIMEType: mimeFor(p), Blob: base64.StdEncoding.EncodeToString(data)}}, nil
+	return []mcp.ResourceContents{resourceContents(req.Params.URI, p, data)}, nil
 }
 
 // readOutput serves sandbox-output://CALL/STREAM to the caller that made
@@ -232,7 +229,18 @@ func (s *Server) readOutput(ctx context.Context, req mcp.ReadResourceRequest) ([
 	if err != nil {
 		return nil, err
 	}
+	if name, ok := strings.CutPrefix(out.stream, "files/"); ok {
+		return []mcp.ResourceContents{resourceContents(out.uri, name, []byte(out.text))}, nil
+	}
 	return []mcp.ResourceContents{mcp.TextResourceContents{URI: out.uri, MIMEType: "text/plain", Text: out.text}}, nil
+}
+
+// resourceContents is a file's content: text when it is UTF-8, else a blob.
+func resourceContents(uri, name string, data []byte) mcp.ResourceContents {
+	if utf8.Valid(data) {
+		return mcp.TextResourceContents{URI: uri, MIMEType: mimeFor(name), Text: string(data)}
+	}
+	return mcp.BlobResourceContents{URI: uri, MIMEType: mimeFor(name), Blob: base64.StdEncoding.EncodeToString(data)}
 }
 
 // maxListed bounds the session files resources/list returns.
@@ -249,10 +257,15 @@ func (s *Server) listResources(ctx context.Context, _ any, req *mcp.ListResource
 	owner := s.principal(ctx).Sub
 	for _, o := range s.outputs.list(owner) {
 		size := int64(len(o.text))
-		res.Resources = append(res.Resources, mcp.Resource{
+		r := mcp.Resource{
 			URI: o.uri, Name: "call " + o.call + " " + o.stream, MIMEType: "text/plain", Size: &size,
 			Description: fmt.Sprintf("full %s of a call at %s (%d bytes written; kept until %s)", o.stream, o.created.UTC().Format(time.RFC3339), o.total, o.expires.UTC().Format(time.RFC3339)),
-		})
+		}
+		if name, ok := strings.CutPrefix(o.stream, "files/"); ok {
+			r.MIMEType = mimeFor(name)
+			r.Description = fmt.Sprintf("file %s written by an execute-transient call at %s (its sandbox is gone; kept until %s)", name, o.created.UTC().Format(time.RFC3339), o.expires.UTC().Format(time.RFC3339))
+		}
+		res.Resources = append(res.Resources, r)
 	}
 	n := 0
 	for _, si := range s.d.Exec.Sessions(owner) {

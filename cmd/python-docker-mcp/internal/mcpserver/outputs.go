@@ -10,9 +10,11 @@ import (
 	"time"
 )
 
-// OutputTemplate is the URI template of the full text of a stream that a
-// result showed cut: sandbox-output://CALL_ID/stdout or /stderr.
-const OutputTemplate = "sandbox-output://{call_id}/{stream}"
+// OutputTemplate is the URI template of what a call left for its caller:
+// the full text of a stream the result showed cut
+// (sandbox-output://CALL_ID/stdout or /stderr), and the small files of an
+// execute-transient run (sandbox-output://CALL_ID/files/PATH).
+const OutputTemplate = "sandbox-output://{call_id}/{+stream}"
 
 // output is one kept stream.
 type output struct {
@@ -130,5 +132,5 @@ func parseOutputURI(uri string) (call, stream string, ok bool) {
 		return "", "", false
 	}
 	call, stream, _ = strings.Cut(rest, "/")
-	return call, stream, call != "" && (stream == "stdout" || stream == "stderr")
+	return call, stream, call != "" && (stream == "stdout" || stream == "stderr" || (strings.HasPrefix(stream, "files/") && len(stream) > len("files/")))
 }

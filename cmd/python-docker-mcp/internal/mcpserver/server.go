@@ -124,9 +124,9 @@ func New(d Deps) *Server {
 		s.readResource,
 	)
 	s.mcp.AddResourceTemplate(
-		mcp.NewResourceTemplate(OutputTemplate, "Full output of a call",
-			mcp.WithTemplateDescription("The full text of a stdout or stderr that a result showed cut: sandbox-output://CALL_ID/stdout or /stderr. Kept for a limited time, for the caller only."),
-			mcp.WithTemplateMIMEType("text/plain"),
+		mcp.NewResourceTemplate(OutputTemplate, "Output of a call",
+			mcp.WithTemplateDescription("What a call left for its caller: the full text of a stdout or stderr that its result showed cut (sandbox-output://CALL_ID/stdout or /stderr), "+
+				"and the small files an execute-transient run wrote (sandbox-output://CALL_ID/files/PATH). Kept for a limited time, for the caller only."),
 		),
 		s.readOutput,
 	)

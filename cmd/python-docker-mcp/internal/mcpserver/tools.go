@@ -182,6 +182,7 @@ func runOutput() map[string]any {
 		"images":          map[string]any{"type": "integer", "description": "Number of PNG figures returned as image content."},
 		"files":           map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "sandbox:// URIs of files the run created or changed (execute-persistent)."},
 		"discarded_files": map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "Files an execute-transient run wrote into /workspace: they were deleted with its sandbox."},
+		"returned_files":  map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "sandbox-output:// URIs of the small discarded files, read before the sandbox went: embedded in the result and readable with resources/read for a while."},
 		"duration_ms":     map[string]any{"type": "number"},
 		"session_id":      str("The persistent session (execute-persistent)."),
 		"state_lost":      map[string]any{"type": "boolean", "description": "True once after the session's sandbox had to be restarted: its variables, imports and files are gone."},

@@ -197,14 +197,34 @@ func TestResourcesListAndAbsolutePaths(t *testing.T) {
 
 func TestTransientFilesAreSaidToVanish(t *testing.T) {
 	h := start(t, config.Default(), "")
-	h.exec.result = executor.Result{Status: "ok", Files: []string{"out.csv"}}
+	h.exec.result = executor.Result{Status: "ok", Files: []string{"out.csv", "big.bin", "raw.dat"},
+		FileData: []executor.WorkspaceFile{{Path: "out.csv", Data: []byte("a,b\n")}, {Path: "raw.dat", Data: []byte{0xff, 0}}}}
 	res := h.call(t, ToolExecuteTransient, map[string]any{"code": "open('out.csv','w').write('a')"})
 	sc := structuredOf(t, res)
-	if got, _ := sc["discarded_files"].([]any); len(got) != 1 || got[0] != "out.csv" {
+	if got, _ := sc["discarded_files"].([]any); len(got) != 3 || got[0] != "out.csv" {
 		t.Errorf("discarded_files = %v", sc["discarded_files"])
 	}
-	if !strings.Contains(textOf(res), "deleted with this single-use sandbox: out.csv") {
-		t.Errorf("text = %q", textOf(res))
+	returned, _ := sc["returned_files"].([]any)
+	if len(returned) != 2 || !strings.HasSuffix(returned[0].(string), "/files/out.csv") {
+		t.Fatalf("returned_files = %v", sc["returned_files"])
+	}
+	txt := textOf(res)
+	if !strings.Contains(txt, "deleted with this single-use sandbox: out.csv, big.bin, raw.dat") || !strings.Contains(txt, "2 small one(s) are embedded") ||
+		!strings.Contains(txt, "use execute-persistent and read-file") {
+		t.Errorf("text = %q", txt)
+	}
+	var embedded []*sdk.ResourceContents
+	for _, c := range res.Content {
+		if er, ok := c.(*sdk.EmbeddedResource); ok {
+			embedded = append(embedded, er.Resource)
+		}
+	}
+	if len(embedded) != 2 || embedded[0].Text != "a,b\n" || embedded[0].MIMEType != "text/csv; charset=utf-8" || string(embedded[1].Blob) != "\xff\x00" {
+		t.Errorf("embedded = %+v", embedded)
+	}
+	rr, err := h.session.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: returned[0].(string)})
+	if err != nil || rr.Contents[0].Text != "a,b\n" {
+		t.Errorf("resources/read %s: %v", returned[0], err)
 	}
 }
 
