@@ -533,3 +533,54 @@ func (e *Executor) Imported(owner, sessionID string, modules []string) []string 
 	}
 	return out
 }
+
+// WorkspaceFiles lists the files of owner's session like ListFiles("."),
+// for listings that must not count as using the session: it does not
+// extend the idle TTL, does not wait for a running call and does not start
+// a sandbox that is not running; in those cases it returns no files and no
+// error. Safe for concurrent use.
+func (e *Executor) WorkspaceFiles(ctx context.Context, owner, sessionID string) ([]FileInfo, error) {
+	e.mu.Lock()
+	s, ok := e.sessions[sessionID]
+	if !ok || s.owner != owner || s.closed || s.sb == nil || s.calls > 0 || e.expired(s, time.Now()) {
+		e.mu.Unlock()
+		return nil, nil
+	}
+	select {
+	case s.sem <- struct{}{}:
+	default:
+		e.mu.Unlock()
+		return nil, nil
+	}
+	s.calls++
+	s.running = true
+	sb := s.sb
+	e.mu.Unlock()
+	resp, fail, err := e.roundTrip(ctx, sb, map[string]any{"op": "list", "path": "."}, fileOpTimeout, false)
+	e.mu.Lock()
+	s.calls--
+	s.running = false
+	if sb.dead.Load() {
+		if s.sb == sb {
+			s.sb = nil
+		}
+		s.lost = true
+		s.imported = nil
+	}
+	e.mu.Unlock()
+	<-s.sem
+	if err != nil {
+		return nil, err
+	}
+	if fail != nil {
+		return nil, fmt.Errorf("session %s: %s", sessionID, fail.reason)
+	}
+	if err := errorOf(resp); err != nil {
+		return nil, err
+	}
+	out := make([]FileInfo, 0, len(resp.Entries))
+	for _, en := range resp.Entries {
+		out = append(out, FileInfo{Path: en.Path, Size: en.Size, Dir: en.Dir, ModTime: time.Unix(0, en.MTimeNS)})
+	}
+	return out, nil
+}

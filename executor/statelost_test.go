@@ -86,3 +86,20 @@ func TestStartBoundedByTimeout(t *testing.T) {
 		t.Fatalf("start with a budget of 1 ms: %v, want an error naming the start allowance", err)
 	}
 }
+
+func TestWorkspaceFilesIsNotUse(t *testing.T) {
+	e, _ := newExec(t, nil)
+	res, id := persistent(t, e, "", Request{Owner: "alice", Code: "open('a.txt', 'w').write('x')"})
+	wantStatus(t, res, "ok")
+	before := e.Sessions("alice")[0].LastUsed
+	files, err := e.WorkspaceFiles(tctx(t, time.Minute), "alice", id)
+	if err != nil || len(files) != 1 || files[0].Path != "a.txt" {
+		t.Fatalf("WorkspaceFiles = %+v, %v", files, err)
+	}
+	if after := e.Sessions("alice")[0].LastUsed; !after.Equal(before) {
+		t.Errorf("listing moved last_used from %v to %v", before, after)
+	}
+	if files, err := e.WorkspaceFiles(tctx(t, time.Minute), "bob", id); files != nil || err != nil {
+		t.Errorf("another owner's listing = %v, %v; want nothing", files, err)
+	}
+}

@@ -247,9 +247,10 @@ func resourceContents(uri, name string, data []byte) mcp.ResourceContents {
 const maxListed = 1000
 
 // listResources fills resources/list with the caller's kept outputs (newest
-// first) and the files of their sessions. A session whose call is running
-// is left out rather than waited for; its files are listed by the next
-// resources/list, or by list-files.
+// first) and the files of their sessions. Listing does not count as using a
+// session (its idle TTL is not extended); a session whose call is running,
+// or whose sandbox is not running, is left out rather than waited for or
+// started; list-files lists it.
 func (s *Server) listResources(ctx context.Context, _ any, req *mcp.ListResourcesRequest, res *mcp.ListResourcesResult) {
 	if res == nil || req.Params.Cursor != "" {
 		return
@@ -273,7 +274,7 @@ func (s *Server) listResources(ctx context.Context, _ any, req *mcp.ListResource
 			continue
 		}
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		files, err := s.d.Exec.ListFiles(lctx, owner, si.ID, ".")
+		files, err := s.d.Exec.WorkspaceFiles(lctx, owner, si.ID)
 		cancel()
 		if err != nil {
 			s.d.Logger.Debug("resources/list: session files not listed", "session", si.ID, "err", err)

@@ -32,6 +32,9 @@ type Executor interface {
 	ReadFile(ctx context.Context, owner, sessionID, path string) ([]byte, error)
 	WriteFile(ctx context.Context, owner, sessionID, path string, data []byte) error
 	ListFiles(ctx context.Context, owner, sessionID, path string) ([]executor.FileInfo, error)
+	// WorkspaceFiles lists a session's files without counting as use
+	// (nothing when the session is busy or its sandbox is not running).
+	WorkspaceFiles(ctx context.Context, owner, sessionID string) ([]executor.FileInfo, error)
 	// Imported reports which of modules the session's code has imported
 	// since its interpreter started.
 	Imported(owner, sessionID string, modules []string) []string

@@ -115,6 +115,10 @@ func (f *scriptedExec) ListFiles(ctx context.Context, owner, id, p string) ([]ex
 	return out, nil
 }
 
+func (f *scriptedExec) WorkspaceFiles(ctx context.Context, owner, id string) ([]executor.FileInfo, error) {
+	return f.ListFiles(ctx, owner, id, ".")
+}
+
 func (f *scriptedExec) Imported(owner, id string, modules []string) []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
