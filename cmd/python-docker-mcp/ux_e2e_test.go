@@ -2,11 +2,20 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/moby/moby/client"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -180,5 +189,60 @@ func TestInstallOfAnImportedModuleNeedsRestart(t *testing.T) {
 	}
 	if res := c.call(t, "execute-persistent", map[string]any{"session_id": id, "code": "import pdmdemo\npdmdemo.VALUE"}); !strings.Contains(text(res), "result: 42") {
 		t.Errorf("the session runs %q; the message above must match what it runs (42, the old version)", text(res))
+	}
+}
+
+// TestHTTPOutputsBelongToTheirSubject: over HTTP with JWT auth, a kept
+// output and a session's files are resources of their subject only.
+func TestHTTPOutputsBelongToTheirSubject(t *testing.T) {
+	cli := dockertest.RequireImage(t, config.Default().Docker.Image)
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	pub := filepath.Join(t.TempDir(), "key.pub.pem")
+	os.WriteFile(pub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600)
+	url, _ := startHTTP(t, cli, "--set", "auth.mode=jwt", "--set", "auth.issuer=https://idp.test", "--set", "auth.public_key_path="+pub, "--set", "pool.size=1")
+	connect := func(sub string) *mcpClient {
+		now := time.Now()
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{
+			"iss": "https://idp.test", "aud": "mcp-pyexec", "sub": sub, "scope": "python:execute python:sessions",
+			"iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(time.Hour).Unix(),
+		}).SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &mcpClient{stderr: &lockedBuffer{}}
+		cs, err := newSDKClient(c).Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{tok}}, MaxRetries: -1}, nil)
+		if err != nil {
+			t.Fatalf("%s connects: %v", sub, err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		c.cs = cs
+		return c
+	}
+	alice, bob := connect("alice"), connect("bob")
+	res := alice.call(t, "execute-transient", map[string]any{"code": "print('s' * 100000)"})
+	uri, _ := structured(t, res)["stdout_uri"].(string)
+	if uri == "" {
+		t.Fatalf("no stdout_uri: %q", text(res))
+	}
+	res = alice.call(t, "execute-persistent", map[string]any{"code": "open('secret.txt', 'w').write('42')"})
+	id, _ := structured(t, res)["session_id"].(string)
+	file := "sandbox://" + id + "/secret.txt"
+	if got := alice.resourceURIs(t); !slices.Contains(got, uri) || !slices.Contains(got, file) {
+		t.Errorf("alice's resources/list = %v, want %s and %s", got, uri, file)
+	}
+	if got := bob.resourceURIs(t); slices.Contains(got, uri) || slices.Contains(got, file) {
+		t.Errorf("bob's resources/list shows alice's: %v", got)
+	}
+	for _, u := range []string{uri, file} {
+		if _, err := bob.cs.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: u}); err == nil {
+			t.Errorf("bob read alice's %s", u)
+		}
+		if _, err := alice.cs.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: u}); err != nil {
+			t.Errorf("alice reads %s: %v", u, err)
+		}
 	}
 }
