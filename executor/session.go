@@ -30,8 +30,9 @@ type session struct {
 	// or a cancelled run) and no execute result has reported it yet: the
 	// next Persistent result says StateLost once.
 	lost bool
-	// imported are the top-level modules the session's code imported (the
-	// gate's facts) since its interpreter started; see Imported.
+	// imported are the top-level modules the session's interpreter has
+	// loaded for it since it started: the pool's preload modules and the
+	// gate's import facts of its runs; see Imported.
 	imported map[string]bool
 }
 
@@ -330,6 +331,11 @@ func (e *Executor) adopt(s *session, sb *sandbox) {
 	s.id = sb.meta.Session
 	s.sb = sb
 	e.sessions[s.id] = s
+	// The pool imported its preload modules into this interpreter.
+	s.imported = map[string]bool{}
+	for _, m := range e.cfg.Pool.Preload {
+		s.imported[topLevel(m)] = true
+	}
 }
 
 // drop forgets a session that never got a sandbox.

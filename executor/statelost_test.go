@@ -8,6 +8,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
 
@@ -101,5 +102,20 @@ func TestWorkspaceFilesIsNotUse(t *testing.T) {
 	}
 	if files, err := e.WorkspaceFiles(tctx(t, time.Minute), "bob", id); files != nil || err != nil {
 		t.Errorf("another owner's listing = %v, %v; want nothing", files, err)
+	}
+}
+
+func TestImportedCountsThePoolsPreload(t *testing.T) {
+	e, _ := newExec(t, func(c *config.Config) {
+		c.Pool.Enabled, c.Pool.Size, c.Pool.Preload = true, 1, []string{"json.decoder"}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for e.spool.idleCount() == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	res, id := persistent(t, e, "", Request{Owner: "alice", Code: "1"})
+	wantStatus(t, res, "ok")
+	if got := e.Imported("alice", id, []string{"json", "csv"}); len(got) != 1 || got[0] != "json" {
+		t.Errorf("Imported in a pooled session = %v, want [json] (preloaded)", got)
 	}
 }
