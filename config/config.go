@@ -28,6 +28,7 @@ type Config struct {
 	Pool     Pool     `koanf:"pool" json:"pool"`
 	Sessions Sessions `koanf:"sessions" json:"sessions"`
 	Limits   Limits   `koanf:"limits" json:"limits"`
+	Outputs  Outputs  `koanf:"outputs" json:"outputs"`
 	Server   Server   `koanf:"server" json:"server"`
 	Auth     Auth     `koanf:"auth" json:"auth"`
 	Log      Log      `koanf:"log" json:"log"`
@@ -140,6 +141,17 @@ type Limits struct {
 	MaxCodeBytes   Size `koanf:"max_code_bytes" json:"max_code_bytes"`
 }
 
+// Outputs configures the full text of truncated output streams: a stream
+// longer than limits.max_output_bytes is shown as its head and tail, and up
+// to MaxStreamBytes of it are kept as a resource of the call (readable by
+// the caller only) for TTL, within MaxTotalBytes for the whole server
+// (oldest evicted first).
+type Outputs struct {
+	MaxStreamBytes Size     `koanf:"max_stream_bytes" json:"max_stream_bytes"`
+	MaxTotalBytes  Size     `koanf:"max_total_bytes" json:"max_total_bytes"`
+	TTL            Duration `koanf:"ttl" json:"ttl"`
+}
+
 // Server configures the MCP transport.
 type Server struct {
 	// Transport is "stdio" or "http".
@@ -231,10 +243,15 @@ func Default() Config {
 			MaxTotal:    20,
 		},
 		Limits: Limits{
-			MaxOutputBytes: 1 << 20,
+			MaxOutputBytes: 64 << 10,
 			MaxStateBytes:  1 << 20,
 			MaxImageBytes:  4 << 20,
 			MaxCodeBytes:   1 << 20,
+		},
+		Outputs: Outputs{
+			MaxStreamBytes: 4 << 20,
+			MaxTotalBytes:  64 << 20,
+			TTL:            Duration(30 * time.Minute),
 		},
 		Server: Server{
 			Transport:    "stdio",

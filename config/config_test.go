@@ -40,7 +40,7 @@ func TestDefaults(t *testing.T) {
 	}
 	c := l.Config
 	if c.Docker.MemoryLimit != 512<<20 || c.Docker.CPULimit != 1 || c.Docker.Timeout.D() != 30*time.Second ||
-		!c.Docker.NetworkDisabled || !c.Docker.ReadOnly || c.Limits.MaxOutputBytes != 1<<20 {
+		!c.Docker.NetworkDisabled || !c.Docker.ReadOnly || c.Limits.MaxOutputBytes != 64<<10 {
 		t.Errorf("defaults are not the documented ones: %+v", c.Docker)
 	}
 	if l.File != "" {
@@ -182,6 +182,8 @@ func TestBadInput(t *testing.T) {
 		{name: "yaml syntax", yaml: "docker:\n  image: [unclosed\n  timeout: 3\n", want: []string{"not valid YAML", "line"}},
 		{name: "enum", yaml: "policy:\n  profile: lax\n", want: []string{"policy.profile", "standard, strict"}},
 		{name: "root user", yaml: "docker:\n  user: \"0:0\"\n", want: []string{"docker.user", "non-root"}},
+		{name: "kept output smaller than shown", yaml: "limits:\n  max_output_bytes: 1m\noutputs:\n  max_stream_bytes: 64k\n", want: []string{"outputs.max_stream_bytes", "at least limits.max_output_bytes (1048576 bytes)"}},
+		{name: "zero output ttl", yaml: "outputs:\n  ttl: 0s\n", want: []string{"outputs.ttl"}},
 		{name: "missing file", file: filepath.Join(dir, "nope.yaml"), want: []string{"nope.yaml", "does not exist"}},
 		{name: "directory", file: dir, want: []string{"is a directory"}},
 		{name: "bad env", env: []string{"PYTHON_DOCKER_MCP_POOL_SIZE=many"}, want: []string{"env PYTHON_DOCKER_MCP_POOL_SIZE", "pool.size", `"many"`, "whole number"}},

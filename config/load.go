@@ -606,15 +606,23 @@ func validate(c Config, source func(key string) string) Errors {
 		bad("sessions.max_total", c.Sessions.MaxTotal, "want 1 or more")
 	}
 	for key, v := range map[string]Size{
-		"limits.max_output_bytes": c.Limits.MaxOutputBytes,
-		"limits.max_state_bytes":  c.Limits.MaxStateBytes,
-		"limits.max_image_bytes":  c.Limits.MaxImageBytes,
-		"limits.max_code_bytes":   c.Limits.MaxCodeBytes,
-		"server.max_body_bytes":   c.Server.MaxBodyBytes,
+		"limits.max_output_bytes":  c.Limits.MaxOutputBytes,
+		"limits.max_state_bytes":   c.Limits.MaxStateBytes,
+		"limits.max_image_bytes":   c.Limits.MaxImageBytes,
+		"limits.max_code_bytes":    c.Limits.MaxCodeBytes,
+		"server.max_body_bytes":    c.Server.MaxBodyBytes,
+		"outputs.max_stream_bytes": c.Outputs.MaxStreamBytes,
+		"outputs.max_total_bytes":  c.Outputs.MaxTotalBytes,
 	} {
 		if v <= 0 {
 			bad(key, v, "want a positive size")
 		}
+	}
+	if c.Outputs.MaxStreamBytes < c.Limits.MaxOutputBytes {
+		bad("outputs.max_stream_bytes", c.Outputs.MaxStreamBytes, fmt.Sprintf("want at least limits.max_output_bytes (%d bytes): it is what is kept of a stream that was cut for display", int64(c.Limits.MaxOutputBytes)))
+	}
+	if c.Outputs.TTL.D() <= 0 {
+		bad("outputs.ttl", c.Outputs.TTL, "want a positive duration, e.g. 30m")
 	}
 	oneOf("server.transport", c.Server.Transport, "stdio", "http")
 	if !strings.HasPrefix(c.Server.Path, "/") {

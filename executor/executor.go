@@ -111,18 +111,30 @@ type Capabilities struct {
 //	killed   the sandbox died or the run was interrupted
 //	refused  the runner's own checks refused the code before it ran
 type Result struct {
-	Status          string          `json:"status"`
-	Stdout          string          `json:"stdout"`
-	Stderr          string          `json:"stderr"`
-	StdoutTruncated bool            `json:"stdout_truncated,omitempty"`
-	StderrTruncated bool            `json:"stderr_truncated,omitempty"`
-	Result          *string         `json:"result,omitempty"` // repr of a final expression's value, unless None
-	Error           *RunError       `json:"error,omitempty"`
-	State           json.RawMessage `json:"state,omitempty"` // transient: the JSON-serialisable user globals
-	DroppedState    []Dropped       `json:"dropped_state,omitempty"`
-	Images          []Image         `json:"images,omitempty"`
-	Files           []string        `json:"files,omitempty"` // workspace files the run created or changed, relative paths
-	DurationMS      float64         `json:"duration_ms"`
+	Status          string `json:"status"`
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutTruncated bool   `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
+	// StdoutBytes and StderrBytes are the streams' lengths as the code wrote
+	// them; Stdout and Stderr hold at most limits.max_output_bytes of each
+	// (head and tail). When a stream was cut for that, StdoutFull or
+	// StderrFull keep up to outputs.max_stream_bytes of it (head and tail
+	// again when even longer: compare their length with the byte count).
+	StdoutBytes  int64           `json:"stdout_bytes"`
+	StderrBytes  int64           `json:"stderr_bytes"`
+	StdoutFull   string          `json:"-"`
+	StderrFull   string          `json:"-"`
+	Result       *string         `json:"result,omitempty"` // repr of a final expression's value, unless None
+	Error        *RunError       `json:"error,omitempty"`
+	State        json.RawMessage `json:"state,omitempty"` // transient: the JSON-serialisable user globals
+	DroppedState []Dropped       `json:"dropped_state,omitempty"`
+	Images       []Image         `json:"images,omitempty"`
+	Files        []string        `json:"files,omitempty"` // workspace files the run created or changed, relative paths
+	// FileData (transient runs) holds the small ones among Files, read
+	// before the sandbox was removed: see WorkspaceFile.
+	FileData   []WorkspaceFile `json:"file_data,omitempty"`
+	DurationMS float64         `json:"duration_ms"`
 	// StateLost says a persistent session's interpreter was restarted:
 	// every variable, import and function of earlier calls is gone.
 	StateLost bool   `json:"state_lost,omitempty"`
@@ -429,7 +441,7 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 	}
 	if sb == nil {
 		req.progress("starting a sandbox")
-		if sb, err = e.start(ctx, sandboxMeta{Kind: KindTransient, Owner: req.Owner, Packages: pkgs}, lim); err != nil {
+		if sb, err = e.startWithin(ctx, sandboxMeta{Kind: KindTransient, Owner: req.Owner, Packages: pkgs}, lim, lim.Timeout); err != nil {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("start sandbox: %w", ctx.Err())
 			}
@@ -437,7 +449,11 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 		}
 	}
 	defer e.finish(sb)
-	return e.run(ctx, sb, req, lim, true)
+	res, err := e.run(ctx, sb, req, lim, true)
+	if err == nil && len(res.Files) > 0 {
+		e.keepSmallFiles(ctx, sb, res)
+	}
+	return res, err
 }
 
 // finish ends a transient sandbox after its one call: the runner is told to
@@ -484,7 +500,7 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 		"modules":   e.modules(req.Modules),
 		"limits": map[string]any{
 			"timeout_ms":       lim.Timeout.Milliseconds(),
-			"max_output_bytes": e.outputCap(),
+			"max_output_bytes": e.retainCap(),
 			"max_state_bytes":  int64(e.cfg.Limits.MaxStateBytes),
 			"max_image_bytes":  int64(e.cfg.Limits.MaxImageBytes),
 			"max_images":       maxImages,
@@ -511,18 +527,16 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 		}, nil
 	}
 	res := &Result{
-		Status:          resp.Status,
-		Stdout:          resp.Stdout,
-		Stderr:          resp.Stderr,
-		StdoutTruncated: resp.StdoutTruncated,
-		StderrTruncated: resp.StderrTruncated,
-		Result:          resp.Result,
-		Error:           resp.Error,
-		DroppedState:    resp.DroppedState,
-		Images:          resp.Images,
-		Files:           resp.Files,
-		DurationMS:      resp.DurationMS,
+		Status:       resp.Status,
+		Result:       resp.Result,
+		Error:        resp.Error,
+		DroppedState: resp.DroppedState,
+		Images:       resp.Images,
+		Files:        resp.Files,
+		DurationMS:   resp.DurationMS,
 	}
+	res.Stdout, res.StdoutTruncated, res.StdoutFull, res.StdoutBytes = displayStream(resp.Stdout, resp.StdoutTruncated, e.outputCap())
+	res.Stderr, res.StderrTruncated, res.StderrFull, res.StderrBytes = displayStream(resp.Stderr, resp.StderrTruncated, e.outputCap())
 	if transient && len(resp.State) > 0 && !bytes.Equal(resp.State, []byte("null")) {
 		res.State = resp.State
 	}

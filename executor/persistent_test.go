@@ -176,9 +176,10 @@ func TestSessionFiles(t *testing.T) {
 	if err := e.WriteFile(ctx, "o", id, "big", make([]byte, 2<<20)); !errors.Is(err, ErrLimitExceeded) {
 		t.Errorf("WriteFile of 2 MiB = %v, want ErrLimitExceeded", err)
 	}
-	res, _ = persistent(t, e, id, Request{Owner: "o", Code: "open('big.bin', 'wb').write(b'x' * (2 << 20))"})
+	// Reads are capped at outputs.max_stream_bytes (4 MiB by default).
+	res, _ = persistent(t, e, id, Request{Owner: "o", Code: "open('big.bin', 'wb').write(b'x' * (5 << 20))"})
 	wantStatus(t, res, "ok")
 	if _, err := e.ReadFile(ctx, "o", id, "big.bin"); !errors.Is(err, ErrInvalidPath) || !strings.Contains(err.Error(), "maximum") {
-		t.Errorf("ReadFile of 2 MiB = %v, want a size error", err)
+		t.Errorf("ReadFile of 5 MiB = %v, want a size error", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -25,6 +26,14 @@ type session struct {
 	packages []string // requirements installed by Install
 	closed   bool
 	sb       *sandbox // nil after a kill until the next call restarts it
+	// lost says a sandbox of the session died (noticed by a file operation
+	// or a cancelled run) and no execute result has reported it yet: the
+	// next Persistent result says StateLost once.
+	lost bool
+	// imported are the top-level modules the session's interpreter has
+	// loaded for it since it started: the pool's preload modules and the
+	// gate's import facts of its runs; see Imported.
+	imported map[string]bool
 }
 
 // tomb remembers a session removed for expiry, so a later call gets
@@ -245,7 +254,7 @@ func (e *Executor) Persistent(ctx context.Context, sessionID string, req Request
 			e.adopt(s, sb)
 		}
 	}
-	sb, err := e.sessionSandbox(ctx, s, req.progress)
+	sb, err := e.sessionSandbox(ctx, s, req.progress, lim.Timeout)
 	if err != nil {
 		if sessionID == "" {
 			e.drop(s)
@@ -254,26 +263,41 @@ func (e *Executor) Persistent(ctx context.Context, sessionID string, req Request
 		return nil, s.id, err
 	}
 	res, err := e.run(ctx, sb, req, lim, false)
-	if sb.dead.Load() {
-		e.mu.Lock()
+	dead := sb.dead.Load()
+	e.mu.Lock()
+	if dead {
 		if s.sb == sb {
 			s.sb = nil
 		}
-		e.mu.Unlock()
+		s.imported = nil
+	} else {
+		if s.imported == nil {
+			s.imported = map[string]bool{}
+		}
+		for _, im := range req.Imports {
+			s.imported[topLevel(im.Module)] = true
+		}
 	}
+	var lost bool
+	if err != nil {
+		s.lost = s.lost || dead
+	} else {
+		lost = s.lost || dead
+		s.lost = false
+	}
+	e.mu.Unlock()
 	if err != nil {
 		return nil, s.id, err
 	}
-	if sb.dead.Load() {
-		res.StateLost = true
-	}
+	res.StateLost = lost
 	res.SessionID = s.id
 	return res, s.id, nil
 }
 
 // sessionSandbox returns the session's sandbox, starting one when there is
-// none yet or the last one was killed. The caller holds the session token.
-func (e *Executor) sessionSandbox(ctx context.Context, s *session, progress func(string)) (*sandbox, error) {
+// none yet or the last one was killed; a start waits at most runTimeout plus
+// StartAllowance. The caller holds the session token.
+func (e *Executor) sessionSandbox(ctx context.Context, s *session, progress func(string), runTimeout time.Duration) (*sandbox, error) {
 	e.mu.Lock()
 	sb := s.sb
 	e.mu.Unlock()
@@ -283,7 +307,7 @@ func (e *Executor) sessionSandbox(ctx context.Context, s *session, progress func
 	if progress != nil {
 		progress("starting a sandbox")
 	}
-	sb, err := e.start(ctx, sandboxMeta{Kind: KindPersistent, Session: s.id, Owner: s.owner, Created: s.created, Packages: sessionVolume(s.id)}, s.lim)
+	sb, err := e.startWithin(ctx, sandboxMeta{Kind: KindPersistent, Session: s.id, Owner: s.owner, Created: s.created, Packages: sessionVolume(s.id)}, s.lim, runTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -307,6 +331,11 @@ func (e *Executor) adopt(s *session, sb *sandbox) {
 	s.id = sb.meta.Session
 	s.sb = sb
 	e.sessions[s.id] = s
+	// The pool imported its preload modules into this interpreter.
+	s.imported = map[string]bool{}
+	for _, m := range e.cfg.Pool.Preload {
+		s.imported[topLevel(m)] = true
+	}
 }
 
 // drop forgets a session that never got a sandbox.
@@ -389,34 +418,40 @@ func (e *Executor) fileOp(ctx context.Context, owner, sessionID string, frame ma
 		return nil, err
 	}
 	defer e.release(s, true)
-	sb, err := e.sessionSandbox(ctx, s, nil)
+	sb, err := e.sessionSandbox(ctx, s, nil, fileOpTimeout)
 	if err != nil {
 		return nil, err
 	}
-	resp, fail, err := e.roundTrip(ctx, sb, frame, 30*time.Second, false)
+	resp, fail, err := e.roundTrip(ctx, sb, frame, fileOpTimeout, false)
 	if sb.dead.Load() {
 		e.mu.Lock()
 		if s.sb == sb {
 			s.sb = nil
 		}
+		s.lost = true
+		s.imported = nil
 		e.mu.Unlock()
 	}
 	if err != nil {
 		return nil, err
 	}
 	if fail != nil {
+		if sb.dead.Load() {
+			return nil, fmt.Errorf("session %s: its sandbox had stopped (%s), so its variables and files are gone; try again: a fresh sandbox starts, and the next execute-persistent result says state_lost", sessionID, fail.reason)
+		}
 		return nil, fmt.Errorf("session %s: %s", sessionID, fail.reason)
 	}
 	return resp, errorOf(resp)
 }
 
-func (e *Executor) readCap() int64  { return e.outputCap() }
+func (e *Executor) readCap() int64  { return e.retainCap() }
 func (e *Executor) writeCap() int64 { return max(int64(e.cfg.Limits.MaxCodeBytes), 1<<20) }
 
 // ReadFile returns a file of a session's working directory. path is
 // relative to it (or absolute inside it); "..", paths outside and symlinks
 // leading out fail with ErrInvalidPath; a missing file with fs.ErrNotExist.
-// Files larger than limits.max_output_bytes are refused.
+// Files larger than outputs.max_stream_bytes (at least
+// limits.max_output_bytes) are refused.
 func (e *Executor) ReadFile(ctx context.Context, owner, sessionID, path string) ([]byte, error) {
 	resp, err := e.fileOp(ctx, owner, sessionID, map[string]any{"op": "read", "path": path, "max_bytes": e.readCap()})
 	if err != nil {
@@ -450,6 +485,104 @@ func (e *Executor) ListFiles(ctx context.Context, owner, sessionID, path string)
 	resp, err := e.fileOp(ctx, owner, sessionID, map[string]any{"op": "list", "path": path})
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", path, err)
+	}
+	out := make([]FileInfo, 0, len(resp.Entries))
+	for _, en := range resp.Entries {
+		out = append(out, FileInfo{Path: en.Path, Size: en.Size, Dir: en.Dir, ModTime: time.Unix(0, en.MTimeNS)})
+	}
+	return out, nil
+}
+
+// fileOpTimeout bounds one file operation in a session's sandbox.
+const fileOpTimeout = 30 * time.Second
+
+// StartAllowance is how long a sandbox start may take on top of the call's
+// timeout: a call with timeout T waits at most T + StartAllowance for its
+// sandbox to become ready (and never more than the executor's own startup
+// cap of 60 s), then fails with an error that says so.
+const StartAllowance = 20 * time.Second
+
+// startWithin starts a sandbox, waiting at most runTimeout+StartAllowance.
+func (e *Executor) startWithin(ctx context.Context, meta sandboxMeta, lim Limits, runTimeout time.Duration) (*sandbox, error) {
+	budget := runTimeout + StartAllowance
+	sctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	sb, err := e.start(sctx, meta, lim)
+	if err != nil && ctx.Err() == nil && sctx.Err() != nil {
+		return nil, fmt.Errorf("start sandbox: the sandbox was not ready within %s (the call's timeout %s plus a start allowance of %s); the Docker daemon may be busy, try again: %w",
+			budget, runTimeout, StartAllowance, err)
+	}
+	return sb, err
+}
+
+func topLevel(module string) string {
+	top, _, _ := strings.Cut(module, ".")
+	return top
+}
+
+// Imported reports which of modules (top-level names) the code of owner's
+// session has imported since its interpreter last started, so the caller
+// can tell that a newly installed version of one needs a restart. An
+// unknown session has imported nothing. Safe for concurrent use.
+func (e *Executor) Imported(owner, sessionID string, modules []string) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s, ok := e.sessions[sessionID]
+	if !ok || s.owner != owner {
+		return nil
+	}
+	var out []string
+	for _, m := range modules {
+		if s.imported[topLevel(m)] {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// WorkspaceFiles lists the files of owner's session like ListFiles("."),
+// for listings that must not count as using the session: it does not
+// extend the idle TTL, does not wait for a running call and does not start
+// a sandbox that is not running; in those cases it returns no files and no
+// error. Safe for concurrent use.
+func (e *Executor) WorkspaceFiles(ctx context.Context, owner, sessionID string) ([]FileInfo, error) {
+	e.mu.Lock()
+	s, ok := e.sessions[sessionID]
+	if !ok || s.owner != owner || s.closed || s.sb == nil || s.calls > 0 || e.expired(s, time.Now()) {
+		e.mu.Unlock()
+		return nil, nil
+	}
+	select {
+	case s.sem <- struct{}{}:
+	default:
+		e.mu.Unlock()
+		return nil, nil
+	}
+	s.calls++
+	s.running = true
+	sb := s.sb
+	e.mu.Unlock()
+	resp, fail, err := e.roundTrip(ctx, sb, map[string]any{"op": "list", "path": "."}, fileOpTimeout, false)
+	e.mu.Lock()
+	s.calls--
+	s.running = false
+	if sb.dead.Load() {
+		if s.sb == sb {
+			s.sb = nil
+		}
+		s.lost = true
+		s.imported = nil
+	}
+	e.mu.Unlock()
+	<-s.sem
+	if err != nil {
+		return nil, err
+	}
+	if fail != nil {
+		return nil, fmt.Errorf("session %s: %s", sessionID, fail.reason)
+	}
+	if err := errorOf(resp); err != nil {
+		return nil, err
 	}
 	out := make([]FileInfo, 0, len(resp.Entries))
 	for _, en := range resp.Entries {

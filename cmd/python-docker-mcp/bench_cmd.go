@@ -639,8 +639,14 @@ func (b *bencher) call(ctx context.Context, tool string, args map[string]any, wa
 	if res.IsError {
 		return ms, 0, sc, fmt.Errorf("%s returned an error: %s", tool, resultText(res))
 	}
-	if got, _ := sc["stdout"].(string); got != wantStdout {
-		return ms, 0, sc, fmt.Errorf("%s: stdout %q, want %q", tool, got, wantStdout)
+	// The stream is in the text content only, after its "--- stdout ---" line.
+	got := resultText(res)
+	ok := strings.Contains(got+"\n", "--- stdout ---\n"+wantStdout)
+	if wantStdout == "" {
+		ok = !strings.Contains(got, "--- stdout ---")
+	}
+	if !ok {
+		return ms, 0, sc, fmt.Errorf("%s: result text %q, want stdout %q", tool, got, wantStdout)
 	}
 	d, _ := sc["duration_ms"].(float64)
 	return ms, d, sc, nil

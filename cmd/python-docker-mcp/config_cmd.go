@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"text/tabwriter"
+	"strings"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 )
@@ -33,15 +33,65 @@ func runConfig(l *config.Loaded, args []string, stdout, stderr io.Writer) int {
 		file = "(none: defaults)"
 	}
 	fmt.Fprintf(stdout, "# config file: %s\n", file)
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tVALUE\tSOURCE\tENV")
+	fmt.Fprintf(stdout, "# env: %sKEY in capitals, dots as underscores, e.g. %s\n", config.EnvPrefix, config.EnvName("pool.size"))
+	rows := make([][3]string, 0, len(config.Keys()))
 	for _, k := range config.Keys() {
 		v, _ := l.Config.Value(k)
 		b, _ := json.Marshal(v)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k, b, l.Origin[k], config.EnvName(k))
+		rows = append(rows, [3]string{k, string(b), l.Origin[k]})
 	}
-	tw.Flush()
+	writeConfigTable(stdout, rows, showWidth)
 	return exitOK
+}
+
+// showWidth is the width `config show` keeps to.
+const showWidth = 100
+
+// writeConfigTable prints KEY VALUE SOURCE rows within width columns: a
+// long value wraps at its commas onto continuation lines under VALUE, and
+// a source that does not fit (env or flag names) goes on a line of its own.
+func writeConfigTable(w io.Writer, rows [][3]string, width int) {
+	keyW := len("KEY")
+	for _, r := range rows {
+		keyW = max(keyW, len(r[0]))
+	}
+	const srcW = len("default")
+	valW := max(width-keyW-2-2-srcW, 20)
+	pad := strings.Repeat(" ", keyW+2)
+	fmt.Fprintf(w, "%-*s  %-*s  %s\n", keyW, "KEY", valW, "VALUE", "SOURCE")
+	for _, r := range rows {
+		lines := wrapValue(r[1], valW)
+		src := r[2]
+		if len(src) > srcW {
+			fmt.Fprintf(w, "%-*s  %s\n", keyW, r[0], lines[0])
+		} else {
+			fmt.Fprintf(w, "%-*s  %-*s  %s\n", keyW, r[0], valW, lines[0], src)
+		}
+		for _, l := range lines[1:] {
+			fmt.Fprintf(w, "%s%s\n", pad, l)
+		}
+		if len(src) > srcW {
+			fmt.Fprintf(w, "%s(from %s)\n", pad, src)
+		}
+	}
+}
+
+// wrapValue splits a JSON value into lines of at most width characters,
+// breaking after commas (a single element longer than width stays whole).
+func wrapValue(v string, width int) []string {
+	if len(v) <= width {
+		return []string{v}
+	}
+	var lines []string
+	line := ""
+	for _, part := range strings.SplitAfter(v, ",") {
+		if line != "" && len(line)+len(part) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		line += part
+	}
+	return append(lines, line)
 }
 
 // runConfigValidate serves `config validate FILE`: every error, exit 1 when

@@ -49,8 +49,10 @@ func (g *global) register(fs *flag.FlagSet) {
 }
 
 // parseGlobal reads the global flags before the command and returns the
-// rest (command and its arguments). --config is also taken from anywhere
-// after the command, as operators write `policy check --config F x.py`.
+// rest (command and its arguments). --config, --set and the dedicated
+// flags (--transport, --image, ...) are also taken from after the command,
+// as operators write `policy check --config F x.py` or `config show --set
+// k=v`; a command's own flag of the same name (policy's --profile) wins.
 func parseGlobal(name string, args []string, stderr io.Writer) (*global, []string, error) {
 	g := &global{flags: map[string]string{}}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
@@ -75,9 +77,41 @@ func parseGlobal(name string, args []string, stderr io.Writer) (*global, []strin
 			i++
 		case strings.HasPrefix(a, "--config=") || strings.HasPrefix(a, "-config="):
 			g.configFile = a[strings.Index(a, "=")+1:]
+		case len(rest) > 0 && laterFlag(rest[0], a):
+			name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			if !hasVal {
+				if i+1 >= len(tail) {
+					return nil, nil, fmt.Errorf("flag needs an argument: %s", a)
+				}
+				val = tail[i+1]
+				i++
+			}
+			if name == "set" {
+				if err := (setFlag{g}).Set(val); err != nil {
+					return nil, nil, fmt.Errorf("invalid value %q for flag -set: %v", val, err)
+				}
+			} else {
+				g.flags[config.FlagKeys[name]] = val
+			}
 		default:
 			rest = append(rest, a)
 		}
 	}
 	return g, rest, nil
+}
+
+// laterFlag says whether arg, found after command, is a global flag:
+// --set or a dedicated key flag the command does not define itself.
+func laterFlag(command, arg string) bool {
+	if !strings.HasPrefix(arg, "-") {
+		return false
+	}
+	name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+	if name == "set" {
+		return true
+	}
+	if _, ok := config.FlagKeys[name]; !ok {
+		return false
+	}
+	return !(command == "policy" && name == "profile")
 }

@@ -121,14 +121,25 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 		// clients would queue in the server rather than in the pool.
 		server.WithWorkerPoolSize(stdioWorkers)(stdio)
 		log.Info("serving MCP over stdio", "image", cfg.Docker.Image, "profile", cfg.Policy.Profile)
-		err = stdio.Listen(ctx, stdin, stdout)
+		announceStdio(stdin, stderr)
+		out := &stdoutFilter{w: stdout}
+		err = stdio.Listen(ctx, filterStdin(stdin, int64(cfg.Server.MaxBodyBytes), out, log), out)
 	}
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 		log.Error("server stopped", "err", err)
+		if errors.As(err, new(configError)) {
+			return exitConfig
+		}
 		return exitFail
 	}
 	return exitOK
 }
+
+// configError marks a serving failure caused by the configuration (exit 3).
+type configError struct{ err error }
+
+func (e configError) Error() string { return e.err.Error() }
+func (e configError) Unwrap() error { return e.err }
 
 // serveHTTP serves Streamable HTTP at server.path, /healthz, and the
 // protected resource metadata, until ctx ends.
@@ -136,7 +147,7 @@ func serveHTTP(ctx context.Context, cfg config.Config, srv *mcpserver.Server, lo
 	addr := cfg.Server.Addr
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("listen on %s (server.addr): %w", addr, err)
+		return configError{fmt.Errorf("listen on %s (server.addr): %w", addr, err)}
 	}
 	resource := "http://" + ln.Addr().String() + cfg.Server.Path
 	a, err := auth.New(ctx, cfg.Auth, auth.Options{
@@ -144,7 +155,7 @@ func serveHTTP(ctx context.Context, cfg config.Config, srv *mcpserver.Server, lo
 	})
 	if err != nil {
 		ln.Close()
-		return fmt.Errorf("auth: %w", err)
+		return configError{fmt.Errorf("auth: %w", err)}
 	}
 	if p := a.DevTokenPath(); p != "" {
 		log.Info("dev mode: use the token in this file as the bearer token", "path", p)

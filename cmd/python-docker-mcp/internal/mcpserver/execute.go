@@ -16,24 +16,32 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
 
-// runOut is the structured content of the execute tools.
+// runOut is the structured content of the execute tools. The streams are
+// not in it: they are in the text content, once (see text).
 type runOut struct {
 	Status          string             `json:"status"`
-	Stdout          string             `json:"stdout"`
-	Stderr          string             `json:"stderr"`
+	StdoutBytes     int64              `json:"stdout_bytes"`
+	StderrBytes     int64              `json:"stderr_bytes"`
 	StdoutTruncated bool               `json:"stdout_truncated"`
 	StderrTruncated bool               `json:"stderr_truncated"`
+	StdoutURI       string             `json:"stdout_uri,omitempty"`
+	StderrURI       string             `json:"stderr_uri,omitempty"`
 	Result          *string            `json:"result"`
 	Error           *runError          `json:"error"`
 	State           json.RawMessage    `json:"state,omitempty"`
 	DroppedState    []executor.Dropped `json:"dropped_state"`
 	Images          int                `json:"images"`
 	Files           []string           `json:"files"`
+	DiscardedFiles  []string           `json:"discarded_files,omitempty"`
+	ReturnedFiles   []string           `json:"returned_files,omitempty"`
 	DurationMS      float64            `json:"duration_ms"`
 	SessionID       string             `json:"session_id,omitempty"`
 	StateLost       bool               `json:"state_lost"`
 	Violations      []policy.Violation `json:"violations"`
 	Warnings        []policy.Violation `json:"warnings"`
+
+	// The streams as shown, for the text content only.
+	stdout, stderr string
 }
 
 type runError struct {
@@ -101,6 +109,13 @@ func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, persisten
 	sessionID := req.GetString("session_id", "")
 	var state json.RawMessage
 	if v, ok := req.GetArguments()["state"]; ok && v != nil && !persistent {
+		if m, ok := v.(map[string]any); ok {
+			if bad := checkStateKeys(m); len(bad) > 0 {
+				msg := "invalid state, nothing was run:\n  " + strings.Join(bad, "\n  ")
+				return toolError(msg, structured(runOut{Status: "invalid", Error: &runError{Type: "InvalidState", Message: strings.Join(bad, "; ")},
+					DroppedState: []executor.Dropped{}, Files: []string{}, Violations: []policy.Violation{}, Warnings: []policy.Violation{}})), nil
+			}
+		}
 		b, err := json.Marshal(v)
 		if err != nil {
 			return toolError("state is not a JSON object: "+err.Error(), nil), nil
@@ -148,7 +163,7 @@ func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, persisten
 		res.SessionID = sessionID
 	}
 	s.logClient(ctx, mcp.LoggingLevelInfo, "run finished", map[string]any{"tool": tool, "status": res.Status, "duration_ms": res.DurationMS})
-	return render(res, dec.Warnings), nil
+	return s.render(p.Sub, res, dec.Warnings, !persistent), nil
 }
 
 // sessionInput describes the session for the policy.
@@ -186,18 +201,26 @@ func (s *Server) failure(tool, sessionID string, err error) *mcp.CallToolResult 
 	return r
 }
 
-// render turns an executor result into the tool result: structured content,
-// one readable text block, figures as images, created files as links.
-func render(res *executor.Result, warnings []policy.Violation) *mcp.CallToolResult {
+// render turns an executor result into the tool result: structured
+// content, one readable text block with the streams, figures as images,
+// created files and the full text of cut streams as resource links.
+func (s *Server) render(owner string, res *executor.Result, warnings []policy.Violation, transient bool) *mcp.CallToolResult {
 	if warnings == nil {
 		warnings = []policy.Violation{}
 	}
 	out := runOut{
-		Status: res.Status, Stdout: res.Stdout, Stderr: res.Stderr,
+		Status: res.Status, stdout: res.Stdout, stderr: res.Stderr,
+		StdoutBytes: res.StdoutBytes, StderrBytes: res.StderrBytes,
 		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated,
 		Result: res.Result, State: res.State, DroppedState: res.DroppedState,
 		Images: len(res.Images), DurationMS: res.DurationMS, SessionID: res.SessionID, StateLost: res.StateLost,
 		Violations: []policy.Violation{}, Warnings: warnings, Files: []string{},
+	}
+	if out.StdoutBytes == 0 {
+		out.StdoutBytes = int64(len(res.Stdout))
+	}
+	if out.StderrBytes == 0 {
+		out.StderrBytes = int64(len(res.Stderr))
 	}
 	if out.DroppedState == nil {
 		out.DroppedState = []executor.Dropped{}
@@ -205,18 +228,46 @@ func render(res *executor.Result, warnings []policy.Violation) *mcp.CallToolResu
 	if res.Error != nil {
 		out.Error = &runError{Type: res.Error.Type, Message: res.Error.Message, Line: res.Error.Line, Traceback: res.Error.Traceback}
 	}
+	var links []mcp.Content
+	if res.StdoutFull != "" || res.StderrFull != "" || len(res.FileData) > 0 {
+		cfg := s.d.Config()
+		s.outputs.setLimits(int64(cfg.Outputs.MaxTotalBytes), cfg.Outputs.TTL.D())
+		call := newCallID()
+		for _, f := range res.FileData {
+			uri := s.outputs.put(owner, call, "files/"+relPath(cfg.Docker.WorkingDir, f.Path), string(f.Data), int64(len(f.Data)))
+			if uri == "" {
+				continue
+			}
+			out.ReturnedFiles = append(out.ReturnedFiles, uri)
+			links = append(links, mcp.NewEmbeddedResource(resourceContents(uri, f.Path, f.Data)))
+		}
+		if res.StdoutFull != "" {
+			if out.StdoutURI = s.outputs.put(owner, call, "stdout", res.StdoutFull, out.StdoutBytes); out.StdoutURI != "" {
+				links = append(links, mcp.NewResourceLink(out.StdoutURI, "stdout", fmt.Sprintf("full stdout of this call (%d bytes)", len(res.StdoutFull)), "text/plain"))
+			}
+		}
+		if res.StderrFull != "" {
+			if out.StderrURI = s.outputs.put(owner, call, "stderr", res.StderrFull, out.StderrBytes); out.StderrURI != "" {
+				links = append(links, mcp.NewResourceLink(out.StderrURI, "stderr", fmt.Sprintf("full stderr of this call (%d bytes)", len(res.StderrFull)), "text/plain"))
+			}
+		}
+	}
 	for _, f := range res.Files {
-		if res.SessionID != "" {
-			out.Files = append(out.Files, fileURI(res.SessionID, f))
+		switch {
+		case res.SessionID != "":
+			out.Files = append(out.Files, s.fileURI(res.SessionID, f))
+		case transient:
+			out.DiscardedFiles = append(out.DiscardedFiles, f)
 		}
 	}
 	content := []mcp.Content{mcp.NewTextContent(text(out))}
 	for _, img := range res.Images {
 		content = append(content, mcp.NewImageContent(base64.StdEncoding.EncodeToString(img.PNG), "image/png"))
 	}
+	content = append(content, links...)
 	for _, f := range res.Files {
 		if res.SessionID != "" {
-			content = append(content, mcp.NewResourceLink(fileURI(res.SessionID, f), f, "file written by the run in /workspace", mimeFor(f)))
+			content = append(content, mcp.NewResourceLink(s.fileURI(res.SessionID, f), f, "file written by the run in /workspace", mimeFor(f)))
 		}
 	}
 	return &mcp.CallToolResult{
@@ -244,20 +295,26 @@ func text(o runOut) string {
 		fmt.Fprintf(&b, "%s (%.0f ms)\n", o.Status, o.DurationMS)
 	}
 	if o.StateLost {
-		b.WriteString("the session was restarted: its variables, imports and files are gone\n")
+		b.WriteString("state lost: the session's sandbox had stopped and was restarted, so variables, imports and files from earlier calls are gone\n")
 	}
-	if o.Stdout != "" {
-		b.WriteString("--- stdout ---\n" + o.Stdout)
-		if !strings.HasSuffix(o.Stdout, "\n") {
+	stream := func(name, shown string, cut bool, total int64, uri string) {
+		if shown == "" {
+			return
+		}
+		b.WriteString("--- " + name + " ---\n" + shown)
+		if !strings.HasSuffix(shown, "\n") {
 			b.WriteString("\n")
 		}
-	}
-	if o.Stderr != "" {
-		b.WriteString("--- stderr ---\n" + o.Stderr)
-		if !strings.HasSuffix(o.Stderr, "\n") {
-			b.WriteString("\n")
+		if cut {
+			fmt.Fprintf(&b, "(%s cut: %d bytes written, %d shown", name, total, len(shown))
+			if uri != "" {
+				b.WriteString("; full text: " + uri)
+			}
+			b.WriteString(")\n")
 		}
 	}
+	stream("stdout", o.stdout, o.StdoutTruncated, o.StdoutBytes, o.StdoutURI)
+	stream("stderr", o.stderr, o.StderrTruncated, o.StderrBytes, o.StderrURI)
 	if o.Result != nil {
 		b.WriteString("result: " + *o.Result + "\n")
 	}
@@ -280,6 +337,15 @@ func text(o runOut) string {
 	}
 	for _, f := range o.Files {
 		b.WriteString("file: " + f + "\n")
+	}
+	if len(o.DiscardedFiles) > 0 {
+		b.WriteString("files written to /workspace were deleted with this single-use sandbox: " + strings.Join(o.DiscardedFiles, ", ") + "\n")
+		if len(o.ReturnedFiles) > 0 {
+			fmt.Fprintf(&b, "the %d small one(s) are embedded in this result and readable for a while at: %s\n", len(o.ReturnedFiles), strings.Join(o.ReturnedFiles, ", "))
+		}
+		if len(o.ReturnedFiles) < len(o.DiscardedFiles) {
+			b.WriteString("to keep larger files, use execute-persistent and read-file\n")
+		}
 	}
 	for _, w := range o.Warnings {
 		fmt.Fprintf(&b, "warning: line %d: %s: %s\n", w.Line, w.Rule, w.Msg)

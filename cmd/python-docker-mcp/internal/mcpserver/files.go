@@ -17,8 +17,28 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/policy"
 )
 
-func fileURI(sessionID, p string) string {
-	return "sandbox://" + sessionID + "/" + strings.TrimPrefix(p, "/")
+// fileURI is the resource URI of a session file; p is relative to the
+// working directory or absolute inside it (/workspace/x and x are the same
+// file, and get the same URI).
+func (s *Server) fileURI(sessionID, p string) string {
+	return "sandbox://" + sessionID + "/" + relPath(s.d.Config().Docker.WorkingDir, p)
+}
+
+// relPath makes p relative to the working directory wd when it is absolute
+// inside it; other paths are cleaned and left for the executor to judge.
+func relPath(wd, p string) string {
+	if strings.HasPrefix(p, "/") {
+		wd = path.Clean(wd)
+		cp := path.Clean(p)
+		if cp == wd {
+			return "."
+		}
+		if rest, ok := strings.CutPrefix(cp, wd+"/"); ok {
+			return rest
+		}
+		return strings.TrimPrefix(cp, "/")
+	}
+	return path.Clean(p)
 }
 
 // parseFileURI splits sandbox://SESSION/PATH.
@@ -121,7 +141,7 @@ func (s *Server) readFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	if err != nil {
 		return sessionError(id, err), nil
 	}
-	out := map[string]any{"path": p, "size": len(data), "uri": fileURI(id, p)}
+	out := map[string]any{"path": p, "size": len(data), "uri": s.fileURI(id, p)}
 	if utf8.Valid(data) {
 		out["encoding"], out["content"] = "text", string(data)
 		return mcp.NewToolResultStructured(out, string(data)), nil
@@ -149,7 +169,7 @@ func (s *Server) writeFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	if err := s.d.Exec.WriteFile(ctx, owner, id, p, data); err != nil {
 		return sessionError(id, err), nil
 	}
-	return mcp.NewToolResultStructured(map[string]any{"path": p, "size": len(data), "uri": fileURI(id, p)},
+	return mcp.NewToolResultStructured(map[string]any{"path": p, "size": len(data), "uri": s.fileURI(id, p)},
 		fmt.Sprintf("wrote %d bytes to %s", len(data), p)), nil
 }
 
@@ -166,7 +186,7 @@ func (s *Server) listFiles(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	list := []map[string]any{}
 	var b strings.Builder
 	for _, f := range files {
-		list = append(list, map[string]any{"path": f.Path, "size": f.Size, "dir": f.Dir, "modified": f.ModTime.UTC().Format(time.RFC3339), "uri": fileURI(id, f.Path)})
+		list = append(list, map[string]any{"path": f.Path, "size": f.Size, "dir": f.Dir, "modified": f.ModTime.UTC().Format(time.RFC3339), "uri": s.fileURI(id, f.Path)})
 		kind := ""
 		if f.Dir {
 			kind = "/"
@@ -196,8 +216,80 @@ func (s *Server) readResource(ctx context.Context, req mcp.ReadResourceRequest) 
 		}
 		return nil, fmt.Errorf("resource %s: %w", req.Params.URI, err)
 	}
-	if utf8.Valid(data) {
-		return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: mimeFor(p), Text: string(data)}}, nil
+	return []mcp.ResourceContents{resourceContents(req.Params.URI, p, data)}, nil
+}
+
+// readOutput serves sandbox-output://CALL/STREAM to the caller that made
+// the call.
+func (s *Server) readOutput(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+	if _, _, ok := parseOutputURI(req.Params.URI); !ok {
+		return nil, fmt.Errorf("resource %q: want sandbox-output://CALL_ID/stdout or /stderr", req.Params.URI)
 	}
-	return []mcp.ResourceContents{mcp.BlobResourceContents{URI: req.Params.URI, MIMEType: mimeFor(p), Blob: base64.StdEncoding.EncodeToString(data)}}, nil
+	out, err := s.outputs.get(s.principal(ctx).Sub, req.Params.URI)
+	if err != nil {
+		return nil, err
+	}
+	if name, ok := strings.CutPrefix(out.stream, "files/"); ok {
+		return []mcp.ResourceContents{resourceContents(out.uri, name, []byte(out.text))}, nil
+	}
+	return []mcp.ResourceContents{mcp.TextResourceContents{URI: out.uri, MIMEType: "text/plain", Text: out.text}}, nil
+}
+
+// resourceContents is a file's content: text when it is UTF-8, else a blob.
+func resourceContents(uri, name string, data []byte) mcp.ResourceContents {
+	if utf8.Valid(data) {
+		return mcp.TextResourceContents{URI: uri, MIMEType: mimeFor(name), Text: string(data)}
+	}
+	return mcp.BlobResourceContents{URI: uri, MIMEType: mimeFor(name), Blob: base64.StdEncoding.EncodeToString(data)}
+}
+
+// maxListed bounds the session files resources/list returns.
+const maxListed = 1000
+
+// listResources fills resources/list with the caller's kept outputs (newest
+// first) and the files of their sessions. Listing does not count as using a
+// session (its idle TTL is not extended); a session whose call is running,
+// or whose sandbox is not running, is left out rather than waited for or
+// started; list-files lists it.
+func (s *Server) listResources(ctx context.Context, _ any, req *mcp.ListResourcesRequest, res *mcp.ListResourcesResult) {
+	if res == nil || req.Params.Cursor != "" {
+		return
+	}
+	owner := s.principal(ctx).Sub
+	for _, o := range s.outputs.list(owner) {
+		size := int64(len(o.text))
+		r := mcp.Resource{
+			URI: o.uri, Name: "call " + o.call + " " + o.stream, MIMEType: "text/plain", Size: &size,
+			Description: fmt.Sprintf("full %s of a call at %s (%d bytes written; kept until %s)", o.stream, o.created.UTC().Format(time.RFC3339), o.total, o.expires.UTC().Format(time.RFC3339)),
+		}
+		if name, ok := strings.CutPrefix(o.stream, "files/"); ok {
+			r.MIMEType = mimeFor(name)
+			r.Description = fmt.Sprintf("file %s written by an execute-transient call at %s (its sandbox is gone; kept until %s)", name, o.created.UTC().Format(time.RFC3339), o.expires.UTC().Format(time.RFC3339))
+		}
+		res.Resources = append(res.Resources, r)
+	}
+	n := 0
+	for _, si := range s.d.Exec.Sessions(owner) {
+		if si.Busy || n >= maxListed {
+			continue
+		}
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		files, err := s.d.Exec.WorkspaceFiles(lctx, owner, si.ID)
+		cancel()
+		if err != nil {
+			s.d.Logger.Debug("resources/list: session files not listed", "session", si.ID, "err", err)
+			continue
+		}
+		for _, f := range files {
+			if f.Dir || n >= maxListed {
+				continue
+			}
+			size := f.Size
+			res.Resources = append(res.Resources, mcp.Resource{
+				URI: s.fileURI(si.ID, f.Path), Name: f.Path, MIMEType: mimeFor(f.Path), Size: &size,
+				Description: "file in /workspace of session " + si.ID,
+			})
+			n++
+		}
+	}
 }

@@ -24,13 +24,33 @@ type Installer interface {
 
 // installOut is the structured content of install-package.
 type installOut struct {
-	Package    string             `json:"package"`
-	Version    string             `json:"version"`
-	SessionID  string             `json:"session_id"`
-	Output     string             `json:"output"`
-	Status     string             `json:"status"`
-	Message    string             `json:"message"`
-	Violations []policy.Violation `json:"violations"`
+	Package   string `json:"package"`
+	Version   string `json:"version"`
+	SessionID string `json:"session_id"`
+	Output    string `json:"output"`
+	Status    string `json:"status"`
+	Message   string `json:"message"`
+	// RestartNeeded says the session had already imported the package, so
+	// the installed version is not the one its interpreter uses.
+	RestartNeeded bool               `json:"restart_needed"`
+	Violations    []policy.Violation `json:"violations"`
+}
+
+// moduleCandidates are the top-level module names a distribution is likely
+// to provide: its normalized name, and that name without a "python_" or
+// "py" prefix (python-dateutil -> dateutil, pyyaml -> yaml). Erring on the
+// side of more names means a restart may be asked for needlessly, never
+// that a stale module goes unmentioned for these common layouts.
+func moduleCandidates(name string) []string {
+	n := strings.NewReplacer("-", "_", ".", "_").Replace(strings.ToLower(name))
+	out := []string{n}
+	for _, prefix := range []string{"python_", "py"} {
+		if rest, ok := strings.CutPrefix(n, prefix); ok && rest != "" {
+			out = append(out, rest)
+			break
+		}
+	}
+	return out
 }
 
 // maxPackageArg bounds package_name and version before anything else looks
@@ -74,7 +94,7 @@ func (s *Server) installPackage(ctx context.Context, req mcp.CallToolRequest) (*
 	sessionID := req.GetString("session_id", "")
 	if s.d.Installer == nil {
 		return toolError("install-package is not available in this server: it was started without a package installer. "+
-			"Use what the sandbox image provides (numpy, pandas, scipy, matplotlib, scikit-learn, sympy and the standard library).",
+			"Use what the sandbox image provides: "+imagePackages(s.d.Config())+".",
 			structured(installOut{Package: name, SessionID: sessionID, Status: "unavailable", Violations: []policy.Violation{}})), nil
 	}
 	out := installOut{Package: name, SessionID: sessionID, Violations: []policy.Violation{}}
@@ -133,7 +153,15 @@ func (s *Server) installPackage(ctx context.Context, req mcp.CallToolRequest) (*
 	b.WriteString(res.Message + "\n")
 	if res.Status == "ok" {
 		if sessionID != "" {
-			fmt.Fprintf(&b, "importable in the next call of session %s (no restart needed)\n", sessionID)
+			if loaded := s.d.Exec.Imported(p.Sub, sessionID, moduleCandidates(pkg.Name)); len(loaded) > 0 {
+				out.RestartNeeded = true
+				out.Message = fmt.Sprintf("%s; session %s already imported %s, so its running interpreter keeps the version it loaded: "+
+					"start a new session (execute-persistent without session_id, then install again) to use %s %s", res.Message, sessionID, strings.Join(loaded, ", "), pkg.Name, res.Version)
+				fmt.Fprintf(&b, "restart needed: session %s already imported %s and keeps the old version loaded; "+
+					"start a new session (execute-persistent without session_id) and install %s there to use %s\n", sessionID, strings.Join(loaded, ", "), pkg.Name, res.Version)
+			} else {
+				fmt.Fprintf(&b, "importable in the next call of session %s (no restart needed)\n", sessionID)
+			}
 		} else {
 			b.WriteString("importable in your next execute-transient calls (they start a fresh sandbox that has your packages)\n")
 		}

@@ -95,13 +95,17 @@ func (l *progressLog) all() []string {
 
 func startInstall(t *testing.T, cfg config.Config, inst Installer) (*sdk.ClientSession, *progressLog) {
 	t.Helper()
+	return startInstallWith(t, cfg, inst, &scriptedExec{result: executor.Result{Status: "ok"}, ended: make(chan error, 1), files: map[string][]byte{}})
+}
+
+func startInstallWith(t *testing.T, cfg config.Config, inst Installer, ex *scriptedExec) (*sdk.ClientSession, *progressLog) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	eng, err := policy.Load(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex := &scriptedExec{result: executor.Result{Status: "ok"}, ended: make(chan error, 1), files: map[string][]byte{}}
 	srv := New(Deps{Config: func() config.Config { return cfg }, Gate: policy.NewGate(eng), Exec: ex, Installer: inst, Version: "test"})
 	cr, sw := io.Pipe()
 	sr, cw := io.Pipe()

@@ -32,6 +32,12 @@ type Executor interface {
 	ReadFile(ctx context.Context, owner, sessionID, path string) ([]byte, error)
 	WriteFile(ctx context.Context, owner, sessionID, path string, data []byte) error
 	ListFiles(ctx context.Context, owner, sessionID, path string) ([]executor.FileInfo, error)
+	// WorkspaceFiles lists a session's files without counting as use
+	// (nothing when the session is busy or its sandbox is not running).
+	WorkspaceFiles(ctx context.Context, owner, sessionID string) ([]executor.FileInfo, error)
+	// Imported reports which of modules the session's code has imported
+	// since its interpreter started.
+	Imported(owner, sessionID string, modules []string) []string
 }
 
 // Decider judges a request; *policy.Gate is one.
@@ -61,8 +67,13 @@ type Deps struct {
 
 // Server holds the MCP server and its tools. Safe for concurrent use.
 type Server struct {
-	d   Deps
-	mcp *server.MCPServer
+	d       Deps
+	mcp     *server.MCPServer
+	outputs *outputStore
+
+	toolsMu  sync.Mutex
+	toolsKey string     // the config fields the descriptions were built from
+	tools    []mcp.Tool // Tools of that config
 }
 
 // New registers the tools and the session-file resource template.
@@ -73,7 +84,14 @@ func New(d Deps) *Server {
 	if d.Version == "" {
 		d.Version = "dev"
 	}
-	s := &Server{d: d}
+	s := &Server{d: d, outputs: newOutputStore()}
+	tools := Tools(d.Config())
+	args, err := newArgValidator(tools)
+	if err != nil {
+		panic("mcpserver: " + err.Error()) // the schemas are this package's own
+	}
+	hooks := &server.Hooks{}
+	hooks.AddAfterListResources(s.listResources)
 	s.mcp = server.NewMCPServer("python-docker-mcp", d.Version,
 		server.WithTitle("Python sandbox"),
 		server.WithInstructions("Runs Python 3.13 in hardened, network-less Docker sandboxes. "+
@@ -84,8 +102,10 @@ func New(d Deps) *Server {
 		server.WithLogging(),
 		server.WithRecovery(),
 		server.WithResourceRecovery(),
-		server.WithInputSchemaValidation(),
+		server.WithToolHandlerMiddleware(args.middleware),
 		server.WithOutputSchemaValidation(),
+		server.WithHooks(hooks),
+		server.WithToolFilter(s.currentTools),
 	)
 	handlers := map[string]server.ToolHandlerFunc{
 		ToolExecuteTransient:  s.executeTransient,
@@ -97,16 +117,50 @@ func New(d Deps) *Server {
 		ToolWriteFile:         s.writeFile,
 		ToolListFiles:         s.listFiles,
 	}
-	for _, t := range Tools() {
+	for _, t := range tools {
 		s.mcp.AddTool(t, handlers[t.Name])
 	}
 	s.mcp.AddResourceTemplate(
 		mcp.NewResourceTemplate(ResourceTemplate, "Session file",
-			mcp.WithTemplateDescription("A file in a persistent session's /workspace: sandbox://SESSION_ID/PATH."),
+			mcp.WithTemplateDescription("A file in a persistent session's /workspace: sandbox://SESSION_ID/PATH (PATH relative to /workspace)."),
 		),
 		s.readResource,
 	)
+	s.mcp.AddResourceTemplate(
+		mcp.NewResourceTemplate(OutputTemplate, "Output of a call",
+			mcp.WithTemplateDescription("What a call left for its caller: the full text of a stdout or stderr that its result showed cut (sandbox-output://CALL_ID/stdout or /stderr), "+
+				"and the small files an execute-transient run wrote (sandbox-output://CALL_ID/files/PATH). Kept for a limited time, for the caller only."),
+		),
+		s.readOutput,
+	)
 	return s
+}
+
+// currentTools gives tools/list the descriptions of the configuration in
+// force (a reload may change the image packages, the timeout, the output
+// cap or the module rules); the schemas themselves never change.
+func (s *Server) currentTools(_ context.Context, tools []mcp.Tool) []mcp.Tool {
+	cfg := s.d.Config()
+	key := fmt.Sprint(cfg.Docker.Image, cfg.Image.Packages, cfg.Docker.Timeout, cfg.Limits.MaxOutputBytes,
+		cfg.Outputs.MaxStreamBytes, cfg.Outputs.TTL, cfg.AllowedModules, cfg.BlockedModules)
+	s.toolsMu.Lock()
+	if key != s.toolsKey {
+		s.toolsKey, s.tools = key, Tools(cfg)
+	}
+	current := s.tools
+	s.toolsMu.Unlock()
+	byName := make(map[string]mcp.Tool, len(current))
+	for _, t := range current {
+		byName[t.Name] = t
+	}
+	out := make([]mcp.Tool, len(tools))
+	for i, t := range tools {
+		if c, ok := byName[t.Name]; ok {
+			t.Description, t.RawInputSchema = c.Description, c.RawInputSchema
+		}
+		out[i] = t
+	}
+	return out
 }
 
 // MCP returns the mcp-go server, for the stdio and HTTP transports.

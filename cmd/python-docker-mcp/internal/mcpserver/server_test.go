@@ -36,6 +36,7 @@ type scriptedExec struct {
 	block    bool // wait for ctx to end, then report what ended it
 	ended    chan error
 	files    map[string][]byte
+	imported map[string]bool // what Imported reports
 }
 
 func (f *scriptedExec) run(ctx context.Context, req executor.Request) (*executor.Result, error) {
@@ -112,6 +113,22 @@ func (f *scriptedExec) ListFiles(ctx context.Context, owner, id, p string) ([]ex
 		out = append(out, executor.FileInfo{Path: name, Size: int64(len(d))})
 	}
 	return out, nil
+}
+
+func (f *scriptedExec) WorkspaceFiles(ctx context.Context, owner, id string) ([]executor.FileInfo, error) {
+	return f.ListFiles(ctx, owner, id, ".")
+}
+
+func (f *scriptedExec) Imported(owner, id string, modules []string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, m := range modules {
+		if f.imported[m] {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // slowImage pretends the image is being built: two progress lines, then ready.
@@ -302,7 +319,7 @@ func TestAllowedRunCarriesFactsAndRules(t *testing.T) {
 		t.Errorf("owner = %q, want the principal's subject", req.Owner)
 	}
 	sc := structuredOf(t, res)
-	if sc["result"] != "42" || sc["stdout"] != "hi\n" || sc["images"] != float64(1) {
+	if sc["result"] != "42" || sc["stdout_bytes"] != float64(3) || sc["stdout"] != nil || sc["images"] != float64(1) {
 		t.Errorf("structured = %v", sc)
 	}
 	txt := textOf(res)

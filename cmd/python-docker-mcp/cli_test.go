@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
+)
+
+func TestConfigShowFits100Columns(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("PYTHON_DOCKER_MCP_POOL_SIZE", "3")
+	var stdout, stderr strings.Builder
+	code := run(context.Background(), []string{"config", "show", "--set", "limits.max_output_bytes=32k", "--image", "img:1"}, nil, &stdout, &stderr)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	out := stdout.String()
+	for i, line := range strings.Split(out, "\n") {
+		if len(line) > showWidth {
+			t.Errorf("line %d is %d columns: %q", i+1, len(line), line)
+		}
+	}
+	for _, want := range []string{
+		"limits.max_output_bytes        \"32k\"\n", "(from flag --set limits.max_output_bytes)",
+		"docker.image                   \"img:1\"\n", "(from flag --image)",
+		"(from env PYTHON_DOCKER_MCP_POOL_SIZE)", "\"python3-matplotlib\",",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("config show lacks %q:\n%s", want, out)
+		}
+	}
+	if code := run(context.Background(), []string{"config", "show", "--set", "limits.max_output_bytes=-1"}, nil, &stdout, &stderr); code != exitConfig {
+		t.Errorf("a bad --set after the command: exit %d, want %d", code, exitConfig)
+	}
+}
+
+// TestConfigErrorsExit3 runs the built server with settings that load but
+// cannot serve: each is a configuration error, exit 3.
+func TestConfigErrorsExit3(t *testing.T) {
+	dockertest.Require(t)
+	for _, args := range [][]string{
+		{"--transport", "http", "--set", "auth.mode=jwt"},
+		{"--transport", "http", "--addr", "127.0.0.1:notaport"},
+		{"--set", "policy.paths=/nonexistent"},
+		{"--set", "limits.max_output_bytes=-1"},
+	} {
+		cmd := exec.Command(binary, append(args, "--set", "pool.enabled=false")...)
+		cmd.Env = serverEnv(t)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitConfig {
+			t.Errorf("%v: %v, want exit %d\n%s", args, err, exitConfig, out)
+		}
+	}
+}
