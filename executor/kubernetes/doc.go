@@ -13,7 +13,7 @@
 //	backend: kubernetes            # docker (default) | kubernetes
 //	kubernetes:
 //	  kubeconfig: ""               # path; empty = in-cluster (the Pod's service account)
-//	  namespace: python-docker-mcp # where sandbox Pods are created; the server needs
+//	  namespace: python-docker-mcp-sandboxes  # where sandbox Pods are created; the server needs
 //	                               # pods create/get/list/watch/delete and pods/attach there
 //	  runtime_class: ""            # e.g. gvisor: runtimeClassName of every sandbox Pod
 //	  node_selector: {}            # e.g. {sandbox: "true"}: nodeSelector of every sandbox Pod

@@ -33,7 +33,8 @@ type Config struct {
 	// Kubeconfig is the path of a kubeconfig file; empty means in-cluster
 	// (the service account of the Pod the server runs in).
 	Kubeconfig string
-	// Namespace holds the sandbox Pods. Default "python-docker-mcp".
+	// Namespace holds the sandbox Pods. Default "python-docker-mcp-sandboxes"
+	// (examples/kubernetes).
 	Namespace string
 	// RuntimeClass is the runtimeClassName of every sandbox Pod whose Spec
 	// names no Runtime (e.g. "gvisor"); empty: the cluster's default.
@@ -56,7 +57,7 @@ type Config struct {
 }
 
 // DefaultNamespace is Config.Namespace's default.
-const DefaultNamespace = "python-docker-mcp"
+const DefaultNamespace = "python-docker-mcp-sandboxes"
 
 // Backend runs sandboxes as Pods. It is safe for concurrent use.
 type Backend struct {
