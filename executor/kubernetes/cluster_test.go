@@ -65,7 +65,10 @@ func clusterBackend(t *testing.T, attach string) (*Backend, string) {
 	}
 	// Namespace and default service account: clusters without a
 	// controller-manager do not create the latter.
-	if _, err := b.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	// The restricted Pod Security Standard, as in examples/kubernetes: the
+	// API server refuses a sandbox Pod that falls short of it.
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}}
+	if _, err := b.client.CoreV1().Namespaces().Create(ctx, nsObj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("create namespace %s: %v", ns, err)
 	}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
@@ -264,11 +267,19 @@ print(json.dumps({
     "root_writable": writable("/"), "tmp_writable": writable("/tmp"), "workspace_writable": writable("/workspace"),
     "net": sorted(os.listdir("/sys/class/net")),
     "sa_token": os.path.exists("/var/run/secrets/kubernetes.io/serviceaccount/token"),
-    "service_env": sorted(k for k in os.environ if k.endswith("_SERVICE_HOST")),
+    "service_env": sorted(k for k in os.environ if k.endswith("_SERVICE_HOST") and not k.startswith("KUBERNETES_")),
     "mem_limit": mem_limit(),
     "tmp_fs": [l.split()[2] for l in open("/proc/mounts") if l.split()[1] == "/tmp"],
 }), flush=True)
 `
+	// A service in the namespace, whose variables service links would add.
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "pdm-link-probe"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+	}
+	if _, err := b.client.CoreV1().Services(b.cfg.Namespace).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create service: %v", err)
+	}
 	sb, err := b.Create(context.Background(), pythonSpec(run, probe))
 	if err != nil {
 		t.Fatal(err)
@@ -311,6 +322,8 @@ print(json.dumps({
 		{"writable /tmp and workspace", got.TmpWritable && got.WorkspaceWritable},
 		{"/tmp is tmpfs", slices.Equal(got.TmpFS, []string{"tmpfs"})},
 		{"no service account token", !got.SAToken},
+		// The kubelet always sets KUBERNETES_SERVICE_*; enableServiceLinks
+		// false keeps out every other service's variables.
 		{"no service links", len(got.ServiceEnv) == 0},
 		{"memory limit 128 MiB", got.MemLimit == 128<<20},
 		{"no network interface but lo (on this test cluster)", !slices.ContainsFunc(got.Net, func(s string) bool { return s != "lo" }) || os.Getenv("PDM_K8S_NETWORK") == "yes"},
