@@ -250,5 +250,9 @@ type Backend interface {
 	// labels (nil: every sandbox this backend manages), in no set order.
 	List(ctx context.Context, labels map[string]string) ([]Info, error)
 	// State reports the program's state; an unknown id wraps ErrNotFound.
+	// It may lag the program where the backend learns of changes
+	// asynchronously (Kubernetes: up to the kubelet's status relist, about
+	// a second): a sandbox just created may not be Running yet, one just
+	// ended not yet Exited.
 	State(ctx context.Context, id string) (State, error)
 }

@@ -221,9 +221,8 @@ func TestClusterAttachRoundTrip(t *testing.T) {
 					t.Fatalf("echo %d: got %q, want %q", i, got, "echo:"+msg)
 				}
 			}
-			if st, err := b.State(ctx, sb.ID); err != nil || !st.Running {
-				t.Fatalf("State() = %+v, %v; want running", st, err)
-			}
+			// The API learns of the start at the kubelet's next relist.
+			waitState(t, b, sb.ID, func(s backend.State) bool { return s.Running })
 			// EOF on stdin ends the loop: the program exits 0, stdout ends.
 			if err := sb.Stdin.Close(); err != nil {
 				t.Fatalf("close stdin: %v", err)

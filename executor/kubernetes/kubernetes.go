@@ -166,16 +166,41 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (*backend.Sandb
 	return sb, nil
 }
 
+// earlyAttach is how often start tries to attach before the API reports
+// the container running.
+const earlyAttach = 100 * time.Millisecond
+
+// start waits for the Pod's container to run and attaches to it. The
+// kubelet can attach as soon as the container runs, but reports that to
+// the API only at its next relist (up to a second later): so start also
+// tries to attach meanwhile, every earlyAttach, and takes the first stream
+// that connects.
 func (b *Backend) start(ctx context.Context, pod *corev1.Pod) (*backend.Sandbox, error) {
 	wctx, cancel := context.WithTimeout(ctx, b.cfg.StartTimeout)
 	defer cancel()
-	if err := b.waitRunning(wctx, pod); err != nil {
-		if ctx.Err() == nil && wctx.Err() != nil {
-			return nil, fmt.Errorf("%w: pod %s/%s not running after %s: %v", backend.ErrStart, b.cfg.Namespace, pod.Name, b.cfg.StartTimeout, err)
+	running := make(chan error, 1)
+	go func() { running <- b.waitRunning(wctx, pod) }()
+	tick := time.NewTicker(earlyAttach)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-running:
+			if err != nil {
+				if ctx.Err() == nil && wctx.Err() != nil {
+					return nil, fmt.Errorf("%w: pod %s/%s not running after %s: %v", backend.ErrStart, b.cfg.Namespace, pod.Name, b.cfg.StartTimeout, err)
+				}
+				return nil, err
+			}
+			return b.attach(ctx, pod.Name)
+		case <-tick.C:
+			actx, acancel := context.WithTimeout(wctx, 5*time.Second)
+			sb, err := b.attach(actx, pod.Name)
+			acancel()
+			if err == nil {
+				return sb, nil
+			}
 		}
-		return nil, err
 	}
-	return b.attach(ctx, pod.Name)
 }
 
 // waitRunning watches the Pod until its container runs, or fails with the
@@ -315,35 +340,36 @@ func (b *Backend) attach(ctx context.Context, name string) (*backend.Sandbox, er
 		}
 		stdoutW.CloseWithError(streamErr)
 		stderrW.CloseWithError(streamErr)
-		stdinR.CloseWithError(io.ErrClosedPipe)
+		// EOF, not an error, for client-go's stdin copier, which would
+		// log one; writes to Stdin now fail with io.ErrClosedPipe.
+		stdinW.Close()
 	}()
 	closeFn := func() error {
-		cancel()
 		stdinW.Close()
+		cancel()
 		stdoutR.Close()
 		stderrR.Close()
 		<-ended
 		return nil
 	}
-	// The gate line goes through the pipe only once the stream copies
-	// stdin, that is once it is connected.
-	wrote := make(chan error, 1)
+	// Send the gate's line and wait for its ack on stderr: only then is
+	// the stream known to reach the container.
+	go stdinW.Write([]byte("\n"))
+	ack := make(chan error, 1)
 	go func() {
-		_, err := stdinW.Write([]byte("\n"))
-		wrote <- err
+		var buf [1]byte
+		_, err := io.ReadFull(stderrR, buf[:])
+		if err == nil && buf[0] != gateAck {
+			err = fmt.Errorf("stderr began with %q, not the start gate's acknowledgement", buf[0])
+		}
+		ack <- err
 	}()
 	select {
-	case err := <-wrote:
+	case err := <-ack:
 		if err != nil {
 			closeFn()
-			if streamErr != nil {
-				err = streamErr
-			}
 			return nil, fmt.Errorf("%w: attach sandbox pod %s/%s: %v", backend.ErrStart, b.cfg.Namespace, name, err)
 		}
-	case <-ended:
-		closeFn()
-		return nil, fmt.Errorf("%w: attach sandbox pod %s/%s ended before it started: %v", backend.ErrStart, b.cfg.Namespace, name, streamErr)
 	case <-ctx.Done():
 		closeFn()
 		return nil, fmt.Errorf("attach sandbox pod %s/%s: %w", b.cfg.Namespace, name, ctx.Err())

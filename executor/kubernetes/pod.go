@@ -38,11 +38,17 @@ const ContainerName = "sandbox"
 // startGate is the shell line every sandbox container starts with. A Pod's
 // program starts before anyone can attach to it, and output written before
 // the attach is not delivered to it; so the container first waits for one
-// line on stdin, which Create sends once attached, and then execs the
-// Spec's command (which becomes the container's main process). If stdin
-// ends before that line the container exits with 125 and runs nothing.
-// The image needs /bin/sh.
-const startGate = `IFS= read -r _ || exit 125; exec "$0" "$@"`
+// line on stdin, which Create sends once attached, acknowledges it with one
+// byte (gateAck) on stderr, which Create consumes, and then execs the Spec's
+// command (which becomes the container's main process). The ack is the only
+// proof that the stream reaches the container: the API server may accept a
+// WebSocket, and take stdin, before its own connection to the kubelet
+// fails. If stdin ends before the line the container exits with 125 and
+// runs nothing. The image needs /bin/sh.
+const startGate = `IFS= read -r _ || exit 125; printf '\006' >&2; exec "$0" "$@"`
+
+// gateAck is the byte the start gate writes to stderr once its line came.
+const gateAck = 0x06
 
 // gateExitCode is the exit status of a sandbox whose start gate saw EOF.
 const gateExitCode = 125
