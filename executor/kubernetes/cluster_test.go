@@ -435,6 +435,90 @@ func TestClusterImageMissing(t *testing.T) {
 	}
 }
 
+func TestClusterCloseEndsProgram(t *testing.T) {
+	b, run := clusterBackend(t, "")
+	sb, err := b.Create(context.Background(), pythonSpec(run, echoProgram))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := lines(sb.Stdout)
+	go io.Copy(io.Discard, sb.Stderr)
+	next(t, out, "ready")
+	// Detaching (as a crashed server would) closes the program's stdin:
+	// stdinOnce, so the echo loop ends and nothing runs unattended.
+	if err := sb.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	for range out {
+	}
+	if _, err := io.WriteString(sb.Stdin, "x\n"); err == nil {
+		t.Error("write to Stdin after Close succeeded")
+	}
+	st := waitState(t, b, sb.ID, func(s backend.State) bool { return s.Exited })
+	if st.ExitCode != 0 {
+		t.Fatalf("State() after Close = %+v, want exit 0 (stdin EOF)", st)
+	}
+}
+
+func TestClusterExitCode(t *testing.T) {
+	b, run := clusterBackend(t, "")
+	ctx := context.Background()
+	spec := pythonSpec(run, "import sys; sys.stdout.write('bye'); sys.exit(3)")
+	sb, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	go io.Copy(io.Discard, sb.Stderr)
+	if out, err := io.ReadAll(sb.Stdout); string(out) != "bye" || err != nil {
+		t.Fatalf("stdout %q, %v; want bye", out, err)
+	}
+	if st := waitState(t, b, sb.ID, func(s backend.State) bool { return s.Exited }); st.ExitCode != 3 || st.OOMKilled {
+		t.Fatalf("State() = %+v, want exit 3", st)
+	}
+	// A program the image lacks: the gate's exec fails visibly (127).
+	spec.Command = []string{"/no/such/program"}
+	sb2, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb2.Close()
+	go io.Copy(io.Discard, sb2.Stdout)
+	msg, _ := io.ReadAll(sb2.Stderr)
+	if st := waitState(t, b, sb2.ID, func(s backend.State) bool { return s.Exited }); st.ExitCode != 127 {
+		t.Fatalf("State() = %+v, want exit 127; stderr %q", st, msg)
+	}
+	if !strings.Contains(string(msg), "/no/such/program") {
+		t.Errorf("stderr %q does not name the missing program", msg)
+	}
+}
+
+func TestClusterCreateCancelled(t *testing.T) {
+	b, run := clusterBackend(t, "")
+	for _, d := range []time.Duration{time.Millisecond, 50 * time.Millisecond, 300 * time.Millisecond} {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		sb, err := b.Create(ctx, pythonSpec(run, echoProgram))
+		cancel()
+		if err == nil {
+			sb.Close()
+			b.Remove(context.Background(), sb.ID)
+			continue // the machine was quicker than the deadline
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Create(deadline %s) error = %v, want DeadlineExceeded", d, err)
+		}
+	}
+	left, err := b.List(context.Background(), map[string]string{labelTestRun: run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range left {
+		if !s.Removing {
+			t.Errorf("pod %s left behind by a cancelled Create", s.ID)
+		}
+	}
+}
+
 // TestClusterLatency measures, per sandbox, Create called → first stdout
 // byte (the program's "ready" line), and the attach stream's line round
 // trip. Run with -k8s.latency; it reports, it asserts nothing about time.

@@ -150,18 +150,27 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (*backend.Sandb
 		return nil, err
 	}
 	pods := b.client.CoreV1().Pods(b.cfg.Namespace)
-	created, err := pods.Create(ctx, pod, metav1.CreateOptions{})
-	if err != nil {
-		return nil, b.apiErr("create sandbox pod", err)
-	}
-	sb, err := b.start(ctx, created)
-	if err != nil {
+	removeOnError := func(err error) error {
 		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if rmErr := b.Remove(rmCtx, name); rmErr != nil {
-			err = fmt.Errorf("%w (and removing it failed: %v)", err, rmErr)
+			return fmt.Errorf("%w (and removing pod %s/%s failed: %v)", err, b.cfg.Namespace, name, rmErr)
+		}
+		return err
+	}
+	created, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		err = b.apiErr("create sandbox pod", err)
+		if ctx.Err() != nil {
+			// The request may have reached the API server before ctx
+			// ended: the Pod may exist.
+			err = removeOnError(err)
 		}
 		return nil, err
+	}
+	sb, err := b.start(ctx, created)
+	if err != nil {
+		return nil, removeOnError(err)
 	}
 	return sb, nil
 }
@@ -490,6 +499,9 @@ func (b *Backend) apiErr(what string, err error) error {
 	var netErr net.Error
 	var urlErr *url.Error
 	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// The caller's ctx ended: not the API's fault.
+		return fmt.Errorf("%s: %w", what, err)
 	case apierrors.IsNotFound(err):
 		if what == "create sandbox pod" {
 			return fmt.Errorf("%s: namespace %q not found: create it (examples/kubernetes) or set kubernetes.namespace: %w", what, ns, err)
