@@ -27,7 +27,7 @@ fi
 stop apiserver; stop etcd; stop containerd
 # shims of OUR containerd: their argv names our socket exactly
 for d in /proc/[0-9]*; do
-  if tr '\0' ' ' < $d/cmdline 2>/dev/null | grep -qF -- "-address $SOCK "; then kill -9 ${d#/proc/} 2>/dev/null; fi
+  if { tr '\0' ' ' < $d/cmdline; } 2>/dev/null | grep -qF -- "-address $SOCK "; then kill -9 ${d#/proc/} 2>/dev/null; fi
 done
 sleep 0.5
 # mounts below $K (rootfs overlays, netns, shm, volumes), deepest first

@@ -223,6 +223,8 @@ volumePluginDir: $K/kubelet/volume-plugins
 EOF
 start kubelet $BIN/kubelet --config=$K/kubelet/config.yaml --kubeconfig=$P/kubelet.kubeconfig \
   --root-dir=$K/kubelet/root --hostname-override=$NODE --v=1
+for i in $(seq 300); do curl -sf http://127.0.0.1:10248/healthz >/dev/null 2>&1 && break; sleep 0.5; done
+curl -sf http://127.0.0.1:10248/healthz >/dev/null || { echo "up.sh: kubelet not healthy, see $K/logs/kubelet.log" >&2; exit 1; }
 st=
 for i in $(seq 300); do
   st=$(api https://127.0.0.1:6443/api/v1/nodes/$NODE 2>/dev/null | tr -d ' \n' | grep -o '"type":"Ready","status":"[A-Za-z]*"' || true)
