@@ -520,16 +520,19 @@ func TestClusterCreateCancelled(t *testing.T) {
 }
 
 // TestClusterLatency measures, per sandbox, Create called → first stdout
-// byte (the program's "ready" line), and the attach stream's line round
-// trip. Run with -k8s.latency; it reports, it asserts nothing about time.
+// byte (the program's "ready" line), with and without attaching before the
+// API reports the container running (alternating, so both see the same
+// load), the attach stream's line round trip, and Remove → Pod gone. Run
+// with -k8s.latency; it reports, it asserts nothing about time.
 func TestClusterLatency(t *testing.T) {
 	if !*latency {
 		t.Skip("run with -k8s.latency")
 	}
 	b, run := clusterBackend(t, "")
 	ctx := context.Background()
-	var first, rtt, remove []time.Duration
-	for range *latencyN {
+	var first, firstAPI, rtt, remove []time.Duration
+	for i := range 2 * *latencyN {
+		b.noEarlyAttach = i%2 == 1
 		t0 := time.Now()
 		sb, err := b.Create(ctx, pythonSpec(run, echoProgram))
 		if err != nil {
@@ -540,7 +543,11 @@ func TestClusterLatency(t *testing.T) {
 		if got := next(t, out, "ready"); got != "ready\n" {
 			t.Fatalf("first line %q", got)
 		}
-		first = append(first, time.Since(t0))
+		if b.noEarlyAttach {
+			firstAPI = append(firstAPI, time.Since(t0))
+		} else {
+			first = append(first, time.Since(t0))
+		}
 		for range 20 {
 			t1 := time.Now()
 			io.WriteString(sb.Stdin, "ping\n")
@@ -565,9 +572,10 @@ func TestClusterLatency(t *testing.T) {
 	report := func(name string, d []time.Duration) {
 		slices.Sort(d)
 		p := func(q float64) time.Duration { return d[int(q*float64(len(d)-1)+0.5)] }
-		t.Logf("%-36s n=%-4d p50 %8.1f ms  p95 %8.1f ms", name, len(d), ms(p(0.5)), ms(p(0.95)))
+		t.Logf("%-52s n=%-4d p50 %8.1f ms  p95 %8.1f ms", name, len(d), ms(p(0.5)), ms(p(0.95)))
 	}
 	report("create → first stdout byte", first)
+	report("create → first stdout byte, attach after API status", firstAPI)
 	report("attach line round trip", rtt)
 	report("remove → pod gone (grace 1 s)", remove)
 }
