@@ -27,9 +27,14 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 )
@@ -581,3 +586,99 @@ func TestClusterLatency(t *testing.T) {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// TestClusterLeastPrivilege runs the backend as the server's service account
+// with exactly the RBAC of examples/kubernetes, so the manifests' Role is
+// proven sufficient (WebSocket and SPDY attach included), and checks that the
+// account gets no more.
+func TestClusterLeastPrivilege(t *testing.T) {
+	admin, run := clusterBackend(t, "")
+	ctx := context.Background()
+	const serverNS, sandboxNS, sa = "python-docker-mcp", "python-docker-mcp-sandboxes", "python-docker-mcp"
+	for _, o := range manifests(t) {
+		var err error
+		switch o := o.(type) {
+		case *corev1.Namespace:
+			_, err = admin.client.CoreV1().Namespaces().Create(ctx, o, metav1.CreateOptions{})
+		case *corev1.ServiceAccount:
+			_, err = admin.client.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.Role:
+			if _, err = admin.client.RbacV1().Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+				_, err = admin.client.RbacV1().Roles(o.Namespace).Update(ctx, o, metav1.UpdateOptions{})
+			}
+		case *rbacv1.RoleBinding:
+			if _, err = admin.client.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+				_, err = admin.client.RbacV1().RoleBindings(o.Namespace).Update(ctx, o, metav1.UpdateOptions{})
+			}
+		}
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("apply %T: %v", o, err)
+		}
+	}
+	// Pods run as their namespace's default account (no controller-manager
+	// here to create it).
+	if _, err := admin.client.CoreV1().ServiceAccounts(sandboxNS).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	exp := int64(600)
+	tok, err := admin.client.CoreV1().ServiceAccounts(serverNS).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token for %s/%s: %v", serverNS, sa, err)
+	}
+	rc := rest.AnonymousClientConfig(admin.rest)
+	rc.BearerToken = tok.Status.Token
+	client, err := clientset.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, attach := range []string{"websocket", "spdy"} {
+		b := &Backend{cfg: admin.cfg, rest: rc, client: client}
+		b.cfg.Namespace, b.cfg.Attach = sandboxNS, attach
+		sb, err := b.Create(ctx, pythonSpec(run, echoProgram))
+		if err != nil {
+			t.Fatalf("%s: Create as %s: %v", attach, sa, err)
+		}
+		go io.Copy(io.Discard, sb.Stderr)
+		out := lines(sb.Stdout)
+		next(t, out, "ready")
+		io.WriteString(sb.Stdin, "hi\n")
+		if got := next(t, out, "echo"); got != "echo:hi\n" {
+			t.Fatalf("%s: echo %q", attach, got)
+		}
+		sb.Close()
+		if l, err := b.List(ctx, map[string]string{labelTestRun: run}); err != nil || len(l) == 0 {
+			t.Fatalf("%s: List as %s = %v, %v", attach, sa, l, err)
+		}
+		if _, err := b.State(ctx, sb.ID); err != nil {
+			t.Fatalf("%s: State as %s: %v", attach, sa, err)
+		}
+		if err := b.Remove(ctx, sb.ID); err != nil {
+			t.Fatalf("%s: Remove as %s: %v", attach, sa, err)
+		}
+	}
+	// No more than that: not in another namespace, not Secrets, not exec.
+	other := &Backend{cfg: admin.cfg, rest: rc, client: client}
+	if _, err := other.List(ctx, nil); !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), "pods/attach") {
+		t.Errorf("List in %s as %s = %v, want a refusal naming the RBAC needed", admin.cfg.Namespace, sa, err)
+	}
+	if _, err := client.CoreV1().Secrets(sandboxNS).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("list secrets as %s: %v, want Forbidden", sa, err)
+	}
+	ssar := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+		Namespace: sandboxNS, Verb: "create", Resource: "pods", Subresource: "exec"}}}
+	if r, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, ssar, metav1.CreateOptions{}); err != nil || r.Status.Allowed {
+		t.Errorf("pods/exec allowed for %s (%v): the Role must not grant it", sa, err)
+	}
+	// The sandboxes this test created there are removed by now or soon;
+	// wait so the namespace is clean for the next run.
+	deadline := time.Now().Add(60 * time.Second)
+	b := &Backend{cfg: admin.cfg, rest: admin.rest, client: admin.client}
+	b.cfg.Namespace = sandboxNS
+	for time.Now().Before(deadline) {
+		if l, err := b.List(ctx, map[string]string{labelTestRun: run}); err == nil && len(l) == 0 {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Errorf("sandboxes of run %s still in %s after 60 s", run, sandboxNS)
+}
