@@ -12,4 +12,4 @@ BIN=$(.ci/k8s/build.sh | tail -1)
 export KUBECONFIG=$KC
 "$BIN/kubectl" apply -f examples/kubernetes/namespace.yaml
 "$BIN/kubectl" apply --dry-run=server -f examples/kubernetes/
-PDM_KUBECONFIG=$KC PDM_K8S_NODE_NAME=localhost ${GO:-go} test ./executor/kubernetes -count=1 -v -timeout 20m "$@"
+PDM_KUBECONFIG=$KC PDM_K8S_NODE_NAME=localhost PDM_K8S_POD_PIDS=${POD_PIDS:-256} ${GO:-go} test ./executor/kubernetes -count=1 -v -timeout 20m "$@"

@@ -10,6 +10,7 @@ package kubernetes
 //	PDM_K8S_NODE_NAME      bind Pods to this node (clusters without a scheduler,
 //	                       like .ci/k8s's: "localhost")
 //	PDM_K8S_IMAGE          image with python3 and /bin/sh (default python-docker-mcp-sandbox:latest)
+//	PDM_K8S_POD_PIDS       the node's podPidsLimit, if it has one (.ci/k8s: 256)
 
 import (
 	"bufio"
@@ -23,6 +24,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -362,6 +364,41 @@ print("survived", flush=True)
 	if !st.OOMKilled || st.ExitCode != 137 {
 		t.Fatalf("State() = %+v, want OOMKilled with exit code 137", st)
 	}
+}
+
+// TestClusterPids: Kubernetes has no per-Pod pids limit; the node's
+// podPidsLimit caps a sandbox's processes and threads.
+func TestClusterPids(t *testing.T) {
+	limit, _ := strconv.Atoi(os.Getenv("PDM_K8S_POD_PIDS"))
+	if limit <= 0 {
+		t.Skip("PDM_K8S_POD_PIDS (the node's podPidsLimit) not set")
+	}
+	b, run := clusterBackend(t, "")
+	sb, err := b.Create(context.Background(), pythonSpec(run, `import sys, threading
+sys.stdin.readline()
+ev, n = threading.Event(), 0
+try:
+    for _ in range(4 * `+strconv.Itoa(limit)+`):
+        threading.Thread(target=ev.wait, daemon=True).start()
+        n += 1
+    print("unlimited", n, flush=True)
+except RuntimeError:
+    print("limited", n, flush=True)
+ev.set()
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	go io.Copy(io.Discard, sb.Stderr)
+	io.WriteString(sb.Stdin, "go\n")
+	var verdict string
+	var n int
+	line := next(t, lines(sb.Stdout), "threads")
+	if _, err := fmt.Sscan(line, &verdict, &n); err != nil || verdict != "limited" || n >= limit {
+		t.Fatalf("thread probe %q: want limited below the node's podPidsLimit %d", line, limit)
+	}
+	t.Logf("thread probe: %s", strings.TrimSpace(line))
 }
 
 func TestClusterListRemove(t *testing.T) {
