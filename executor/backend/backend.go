@@ -2,7 +2,8 @@
 // sandbox, the Sandbox handle (its attach stream), its State, and the Backend
 // interface that Docker and Kubernetes implement. It imports neither: the
 // executor speaks to a Backend, each backend package translates a Spec into
-// its own terms (a container config, a Pod).
+// its own terms (a container config, a Pod). Package backendtest is the test
+// suite every backend passes against its real runtime.
 //
 // Sizes are bytes, CPU quotas are CPUs (fractions allowed), times are UTC.
 // A zero limit means "none set by the spec" (the backend's or node's default
