@@ -119,23 +119,10 @@ func (b *Backend) Namespace() string { return b.cfg.Namespace }
 // Ping asks the API server for its version; an unreachable server or
 // refused credentials wrap backend.ErrUnavailable.
 func (b *Backend) Ping(ctx context.Context) error {
-	type result struct {
-		err error
+	if _, err := b.client.CoreV1().RESTClient().Get().AbsPath("/version").Do(ctx).Raw(); err != nil {
+		return b.apiErr("ping", err)
 	}
-	done := make(chan result, 1)
-	go func() {
-		_, err := b.client.Discovery().ServerVersion()
-		done <- result{err}
-	}()
-	select {
-	case r := <-done:
-		if r.err != nil {
-			return b.apiErr("ping", r.err)
-		}
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("%w: kubernetes API at %s: %v", backend.ErrUnavailable, b.rest.Host, ctx.Err())
-	}
+	return nil
 }
 
 // Create creates the Pod, waits until its container runs, attaches to it
@@ -208,7 +195,7 @@ func (b *Backend) start(ctx context.Context, pod *corev1.Pod) (*backend.Sandbox,
 			}
 			return b.attach(ctx, pod.Name)
 		case <-tick.C:
-			actx, acancel := context.WithTimeout(wctx, 5*time.Second)
+			actx, acancel := context.WithTimeout(wctx, 10*time.Second)
 			sb, err := b.attach(actx, pod.Name)
 			acancel()
 			if err == nil {
@@ -230,7 +217,7 @@ func (b *Backend) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 		}
 		w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: last.ResourceVersion})
 		if err != nil {
-			return b.wrapWait(ctx, last, b.apiErr("watch sandbox pod", err))
+			return b.wrapWait(last, b.apiErr("watch sandbox pod", err))
 		}
 		for ev := range w.ResultChan() {
 			if ev.Type == watch.Deleted {
@@ -249,18 +236,18 @@ func (b *Backend) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 		}
 		w.Stop()
 		if ctx.Err() != nil {
-			return b.wrapWait(ctx, last, ctx.Err())
+			return b.wrapWait(last, ctx.Err())
 		}
 		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
-			return b.wrapWait(ctx, last, b.apiErr("get sandbox pod", err))
+			return b.wrapWait(last, b.apiErr("get sandbox pod", err))
 		}
 		last = p
 	}
 }
 
 // wrapWait adds the Pod's last known status to an error of waitRunning.
-func (b *Backend) wrapWait(_ context.Context, last *corev1.Pod, err error) error {
+func (b *Backend) wrapWait(last *corev1.Pod, err error) error {
 	return fmt.Errorf("%w (last status: %s)", err, podStatusText(last))
 }
 
