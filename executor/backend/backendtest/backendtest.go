@@ -50,6 +50,7 @@ func Run(t *testing.T, h Harness) {
 		{"ListRemove", ListRemove},
 		{"InvalidSpec", InvalidSpec},
 		{"CreateCancelled", CreateCancelled},
+		{"Concurrent", Concurrent},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, h) })
 	}
@@ -487,6 +488,48 @@ func CreateCancelled(t *testing.T, h Harness) {
 	for _, s := range left {
 		if !s.Removing {
 			t.Errorf("sandbox %s left behind by a cancelled Create", s.ID)
+		}
+	}
+}
+
+// Concurrent: sandboxes created at the same time from one backend each get
+// their own stream (no crossed output).
+func Concurrent(t *testing.T, h Harness) {
+	b, run := Start(t, h)
+	const n = 4
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			errs <- func() error {
+				sb, err := b.Create(context.Background(), Spec(h.Image, run, EchoProgram))
+				if err != nil {
+					return err
+				}
+				defer sb.Close()
+				go io.Copy(io.Discard, sb.Stderr)
+				out := Lines(sb.Stdout)
+				if got := <-out; got != "ready\n" {
+					return fmt.Errorf("sandbox %d: first line %q", i, got)
+				}
+				for j := range 5 {
+					msg := fmt.Sprintf("sandbox %d line %d\n", i, j)
+					io.WriteString(sb.Stdin, msg)
+					select {
+					case got := <-out:
+						if got != "echo:"+msg {
+							return fmt.Errorf("sandbox %d: got %q, want %q", i, got, "echo:"+msg)
+						}
+					case <-time.After(60 * time.Second):
+						return fmt.Errorf("sandbox %d: no echo within 60 s", i)
+					}
+				}
+				return nil
+			}()
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
 		}
 	}
 }
