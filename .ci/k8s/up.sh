@@ -27,9 +27,16 @@ CG=pdm-k8s                     # cgroup parent of every Pod
 SOCK=$K/containerd/containerd.sock
 T0=$(date +%s); ts() { echo "[k8s up $(( $(date +%s)-T0 ))s] $*" >&2; }
 
+missing=
+for pkg in containerd runc openssl curl; do command -v $pkg >/dev/null || missing="$missing $pkg"; done
+if [ -n "$missing" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  ts "installing$missing with apt-get"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
 for cmd in containerd ctr runc openssl curl docker; do
-  command -v $cmd >/dev/null || { echo "up.sh: $cmd not found (apt-get install containerd runc openssl curl)" >&2; exit 1; }
+  command -v $cmd >/dev/null || { echo "up.sh: $cmd not found (as root: apt-get install containerd runc openssl curl; and Docker)" >&2; exit 1; }
 done
+[ "$(id -u)" = 0 ] || { echo "up.sh: run as root (the kubelet and containerd manage cgroups and mounts)" >&2; exit 1; }
 BIN=$("$HERE/build.sh" | tail -1)
 mkdir -p $K/{logs,pids,pki,pause,cni/bin,cni/net.d,containerd,kubelet,etcd,podlogs,images}
 
