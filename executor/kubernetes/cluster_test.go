@@ -97,10 +97,11 @@ func pythonSpec(run, program string) backend.Spec { return backendtest.Spec(imag
 // protocol chosen by the client (WebSocket, SPDY fallback).
 func TestClusterSuite(t *testing.T) { backendtest.Run(t, harness("")) }
 
-// TestClusterAttachProtocols: the round trip over each protocol alone.
+// TestClusterAttachProtocols: the stream checks over each protocol alone.
 func TestClusterAttachProtocols(t *testing.T) {
 	for _, p := range []string{"websocket", "spdy"} {
-		t.Run(p, func(t *testing.T) { backendtest.RoundTrip(t, harness(p)) })
+		t.Run(p+"/RoundTrip", func(t *testing.T) { backendtest.RoundTrip(t, harness(p)) })
+		t.Run(p+"/CloseEndsProgram", func(t *testing.T) { backendtest.CloseEndsProgram(t, harness(p)) })
 	}
 }
 
