@@ -47,6 +47,7 @@ func Run(t *testing.T, h Harness) {
 		{"ExitCode", ExitCode},
 		{"OOM", OOM},
 		{"CloseEndsProgram", CloseEndsProgram},
+		{"CloseUnread", CloseUnread},
 		{"ListRemove", ListRemove},
 		{"InvalidSpec", InvalidSpec},
 		{"CreateCancelled", CreateCancelled},
@@ -393,6 +394,55 @@ func CloseEndsProgram(t *testing.T, h Harness) {
 	}
 	if st := WaitState(t, b, sb.ID, func(s backend.State) bool { return s.Exited }); st.ExitCode != 0 {
 		t.Fatalf("State() after Close = %+v, want exit 0 (stdin EOF)", st)
+	}
+}
+
+// CloseUnread: Close returns while the program floods stdout and stderr
+// that nobody reads (the stream is blocked on them), and Remove then ends
+// the program.
+func CloseUnread(t *testing.T, h Harness) {
+	b, run := Start(t, h)
+	sb, err := b.Create(context.Background(), Spec(h.Image, run, `import sys
+sys.stdout.write("ready\n"); sys.stdout.flush()
+while True:
+    sys.stdout.write("x" * 65536); sys.stderr.write("y" * 65536)
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 6)
+	if _, err := io.ReadFull(sb.Stdout, buf); err != nil || string(buf) != "ready\n" {
+		t.Fatalf("first bytes %q, %v; want ready", buf, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- sb.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Close() = %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Close() hangs while the program's output is unread")
+	}
+	if err := b.Remove(context.Background(), sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	WaitGone(t, b, sb.ID)
+}
+
+// WaitGone polls State until the sandbox is gone (ErrNotFound), for 90 s.
+func WaitGone(t *testing.T, b backend.Backend, id string) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		_, err := b.State(context.Background(), id)
+		if errors.Is(err, backend.ErrNotFound) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox %s still there 90 s after Remove (State: %v)", id, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
