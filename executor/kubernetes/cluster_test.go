@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -200,9 +201,13 @@ func TestClusterLatency(t *testing.T) {
 	}
 	b, run := clusterBackend(t, "")
 	ctx := context.Background()
-	var first, firstAPI, rtt, remove []time.Duration
+	var first, firstAPI, rtt, remove, docker []time.Duration
+	_, dockerErr := exec.LookPath("docker")
 	for i := range 2 * *latencyN {
 		b.noEarlyAttach = i%2 == 1
+		if dockerErr == nil && i%2 == 0 {
+			docker = append(docker, dockerRun(t))
+		}
 		t0 := time.Now()
 		sb, err := b.Create(ctx, pythonSpec(run, backendtest.EchoProgram))
 		if err != nil {
@@ -248,6 +253,31 @@ func TestClusterLatency(t *testing.T) {
 	report("create → first stdout byte, attach after API status", firstAPI)
 	report("attach line round trip", rtt)
 	report("remove → pod gone (grace 1 s)", remove)
+	if len(docker) > 0 {
+		report("baseline: docker run -i → first stdout byte", docker)
+	}
+}
+
+// dockerRun is the baseline: the same program, image and limits in a plain
+// `docker run -i --rm`, from the command to the first line of stdout.
+func dockerRun(t *testing.T) time.Duration {
+	t.Helper()
+	t0 := time.Now()
+	cmd := exec.Command("docker", "run", "-i", "--rm", "--network", "none", "--read-only",
+		"--user", "1000:1000", "--tmpfs", "/tmp", "--memory", "128m", "--cpus", "0.5",
+		image(), "python3", "-I", "-B", "-c", backendtest.EchoProgram)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("docker run: %v", err)
+	}
+	line := backendtest.Next(t, backendtest.Lines(stdout), "docker run")
+	d := time.Since(t0)
+	stdin.Close()
+	if err := cmd.Wait(); err != nil || line != "ready\n" {
+		t.Fatalf("docker run: first line %q, %v", line, err)
+	}
+	return d
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
