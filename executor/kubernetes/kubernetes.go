@@ -193,7 +193,7 @@ func (b *Backend) start(ctx context.Context, pod *corev1.Pod) (*backend.Sandbox,
 				}
 				return nil, err
 			}
-			return b.attach(ctx, pod.Name)
+			return b.attach(wctx, pod.Name) // the stream itself outlives wctx
 		case <-tick.C:
 			actx, acancel := context.WithTimeout(wctx, 10*time.Second)
 			sb, err := b.attach(actx, pod.Name)
