@@ -5,7 +5,7 @@ GO       ?= go
 REGO     := rules examples/policy
 BIN      := bin/python-docker-mcp
 
-.PHONY: all build serve image test rego gotest bench fuzz
+.PHONY: all build serve image test rego gotest bench fuzz test-kubernetes
 
 all: build
 
@@ -35,3 +35,9 @@ test: image rego gotest
 
 bench:
 	$(GO) run ./cmd/python-docker-mcp bench
+
+# The Kubernetes backend against a real single-node cluster (.ci/k8s, root,
+# Docker running): not part of `make test`, because the first run builds
+# Kubernetes from Go modules (~12 min); later runs take ~30 s to come up.
+test-kubernetes:
+	GO=$(GO) .ci/k8s/test.sh

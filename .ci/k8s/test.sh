@@ -1,0 +1,15 @@
+#!/bin/bash
+# The Kubernetes backend's tests against a real local node: brings the node up
+# (.ci/k8s/up.sh; the first run builds Kubernetes, ~12 min), checks the example
+# manifests with a server-side dry run, runs the backend's cluster tests, and
+# takes the node down again (KEEP=1 leaves it running). Extra arguments go to
+# `go test`, e.g. `.ci/k8s/test.sh -k8s.latency` for the latency figures.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+KC=$(.ci/k8s/up.sh | tail -1)
+[ "${KEEP:-}" = 1 ] || trap '.ci/k8s/down.sh' EXIT
+BIN=$(.ci/k8s/build.sh | tail -1)
+export KUBECONFIG=$KC
+"$BIN/kubectl" apply -f examples/kubernetes/namespace.yaml
+"$BIN/kubectl" apply --dry-run=server -f examples/kubernetes/
+PDM_KUBECONFIG=$KC PDM_K8S_NODE_NAME=localhost PDM_K8S_POD_PIDS=${POD_PIDS:-256} ${GO:-go} test ./executor/kubernetes -count=1 -v -timeout 20m "$@"

@@ -1,0 +1,519 @@
+package kubernetes
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/apimachinery/pkg/watch"
+	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+)
+
+// Config is the backend's configuration (see the package doc for the config
+// keys that will set it).
+type Config struct {
+	// Kubeconfig is the path of a kubeconfig file; empty means in-cluster
+	// (the service account of the Pod the server runs in).
+	Kubeconfig string
+	// Namespace holds the sandbox Pods. Default "python-docker-mcp-sandboxes"
+	// (examples/kubernetes).
+	Namespace string
+	// RuntimeClass is the runtimeClassName of every sandbox Pod whose Spec
+	// names no Runtime (e.g. "gvisor"); empty: the cluster's default.
+	RuntimeClass string
+	// NodeSelector is the nodeSelector of every sandbox Pod.
+	NodeSelector map[string]string
+	// ImagePullPolicy of the sandbox image; default IfNotPresent (a ":latest"
+	// tag would otherwise mean Always, which fails without a registry).
+	ImagePullPolicy corev1.PullPolicy
+	// NodeName binds every sandbox Pod to that node, bypassing the
+	// scheduler: for single-node test clusters that run none.
+	NodeName string
+	// StartTimeout bounds how long Create waits for a Pod to run (image
+	// pull included). Default 2 minutes.
+	StartTimeout time.Duration
+	// Attach is the attach stream's protocol: "" (WebSocket, falling back
+	// to SPDY when the API server cannot upgrade to it), "websocket" or
+	// "spdy" (only that one).
+	Attach string
+}
+
+// DefaultNamespace is Config.Namespace's default.
+const DefaultNamespace = "python-docker-mcp-sandboxes"
+
+// Backend runs sandboxes as Pods. It is safe for concurrent use.
+type Backend struct {
+	cfg    Config
+	rest   *rest.Config
+	client clientset.Interface
+	// noEarlyAttach makes start wait for the API's running status before
+	// attaching (for the latency comparison).
+	noEarlyAttach bool
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// New builds a Backend from cfg. It reads the kubeconfig (or the in-cluster
+// service account) but does not contact the API server: call Ping for that.
+func New(cfg Config) (*Backend, error) {
+	var rc *rest.Config
+	var err error
+	if cfg.Kubeconfig == "" {
+		rc, err = rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("%w: kubernetes.kubeconfig is empty and this is not a Pod with a service account (%v): set kubernetes.kubeconfig to a kubeconfig file", backend.ErrUnavailable, err)
+		}
+	} else {
+		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("%w: kubernetes.kubeconfig %s: %v", backend.ErrUnavailable, cfg.Kubeconfig, err)
+		}
+	}
+	switch cfg.Attach {
+	case "", "websocket", "spdy":
+	default:
+		return nil, fmt.Errorf("kubernetes attach protocol %q: want \"\", \"websocket\" or \"spdy\"", cfg.Attach)
+	}
+	switch cfg.ImagePullPolicy {
+	case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	default:
+		return nil, fmt.Errorf("kubernetes.image_pull_policy %q: want Always, IfNotPresent or Never", cfg.ImagePullPolicy)
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = DefaultNamespace
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = 2 * time.Minute
+	}
+	rc = rest.CopyConfig(rc)
+	rc.QPS, rc.Burst = 50, 100
+	rc.UserAgent = "python-docker-mcp"
+	client, err := clientset.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: kubernetes client: %v", backend.ErrUnavailable, err)
+	}
+	return &Backend{cfg: cfg, rest: rc, client: client}, nil
+}
+
+// Namespace is the namespace the backend's Pods live in.
+func (b *Backend) Namespace() string { return b.cfg.Namespace }
+
+// Ping asks the API server for its version; an unreachable server or
+// refused credentials wrap backend.ErrUnavailable.
+func (b *Backend) Ping(ctx context.Context) error {
+	if _, err := b.client.CoreV1().RESTClient().Get().AbsPath("/version").Do(ctx).Raw(); err != nil {
+		return b.apiErr("ping", err)
+	}
+	return nil
+}
+
+// Create creates the Pod, waits until its container runs, attaches to it
+// and opens its start gate. On any error the Pod is deleted.
+func (b *Backend) Create(ctx context.Context, spec backend.Spec) (*backend.Sandbox, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	name, err := podName()
+	if err != nil {
+		return nil, err
+	}
+	pod, err := Pod(spec, b.cfg, name)
+	if err != nil {
+		return nil, err
+	}
+	pods := b.client.CoreV1().Pods(b.cfg.Namespace)
+	removeOnError := func(err error) error {
+		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if rmErr := b.Remove(rmCtx, name); rmErr != nil {
+			return fmt.Errorf("%w (and removing pod %s/%s failed: %v)", err, b.cfg.Namespace, name, rmErr)
+		}
+		return err
+	}
+	created, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		err = b.apiErr("create sandbox pod", err)
+		if ctx.Err() != nil {
+			// The request may have reached the API server before ctx
+			// ended: the Pod may exist.
+			err = removeOnError(err)
+		}
+		return nil, err
+	}
+	sb, err := b.start(ctx, created)
+	if err != nil {
+		return nil, removeOnError(err)
+	}
+	return sb, nil
+}
+
+// earlyAttach is how often start tries to attach before the API reports
+// the container running.
+const earlyAttach = 100 * time.Millisecond
+
+// start waits for the Pod's container to run and attaches to it. The
+// kubelet can attach as soon as the container runs, but reports that to
+// the API only at its next relist (up to a second later): so start also
+// tries to attach meanwhile, every earlyAttach, and takes the first stream
+// that connects.
+func (b *Backend) start(ctx context.Context, pod *corev1.Pod) (*backend.Sandbox, error) {
+	wctx, cancel := context.WithTimeout(ctx, b.cfg.StartTimeout)
+	defer cancel()
+	running := make(chan error, 1)
+	go func() { running <- b.waitRunning(wctx, pod) }()
+	tick := time.NewTicker(earlyAttach)
+	defer tick.Stop()
+	if b.noEarlyAttach {
+		tick.Stop()
+	}
+	for {
+		select {
+		case err := <-running:
+			if err != nil {
+				if ctx.Err() == nil && wctx.Err() != nil {
+					return nil, fmt.Errorf("%w: pod %s/%s not running after %s: %v", backend.ErrStart, b.cfg.Namespace, pod.Name, b.cfg.StartTimeout, err)
+				}
+				return nil, err
+			}
+			return b.attach(wctx, pod.Name) // the stream itself outlives wctx
+		case <-tick.C:
+			actx, acancel := context.WithTimeout(wctx, 10*time.Second)
+			sb, err := b.attach(actx, pod.Name)
+			acancel()
+			if err == nil {
+				return sb, nil
+			}
+		}
+	}
+}
+
+// waitRunning watches the Pod until its container runs, or fails with the
+// reason the Pod's status gives.
+func (b *Backend) waitRunning(ctx context.Context, pod *corev1.Pod) error {
+	pods := b.client.CoreV1().Pods(b.cfg.Namespace)
+	sel := fields.OneTermEqualSelector("metadata.name", pod.Name).String()
+	last := pod
+	for {
+		if done, err := b.startState(last); done {
+			return err
+		}
+		w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: last.ResourceVersion})
+		if err != nil {
+			return b.wrapWait(last, b.apiErr("watch sandbox pod", err))
+		}
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Deleted {
+				w.Stop()
+				return fmt.Errorf("%w: pod %s/%s was deleted while starting", backend.ErrStart, b.cfg.Namespace, pod.Name)
+			}
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				break // an error event (e.g. resource version too old): get and watch again
+			}
+			last = p
+			if done, err := b.startState(last); done {
+				w.Stop()
+				return err
+			}
+		}
+		w.Stop()
+		if ctx.Err() != nil {
+			return b.wrapWait(last, ctx.Err())
+		}
+		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return b.wrapWait(last, b.apiErr("get sandbox pod", err))
+		}
+		last = p
+	}
+}
+
+// wrapWait adds the Pod's last known status to an error of waitRunning.
+func (b *Backend) wrapWait(last *corev1.Pod, err error) error {
+	return fmt.Errorf("%w (last status: %s)", err, podStatusText(last))
+}
+
+// startState says whether a starting Pod is done starting: running (nil
+// error) or failed (why).
+func (b *Backend) startState(p *corev1.Pod) (bool, error) {
+	where := b.cfg.Namespace + "/" + p.Name
+	if p.DeletionTimestamp != nil {
+		return true, fmt.Errorf("%w: pod %s is being deleted", backend.ErrStart, where)
+	}
+	if cs := containerStatus(p); cs != nil {
+		switch {
+		case cs.State.Running != nil:
+			return true, nil
+		case cs.State.Terminated != nil:
+			t := cs.State.Terminated
+			return true, fmt.Errorf("%w: pod %s exited (code %d, %s%s) before it could be attached", backend.ErrStart, where, t.ExitCode, t.Reason, suffix(t.Message))
+		case cs.State.Waiting != nil:
+			w := cs.State.Waiting
+			switch w.Reason {
+			case "ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName":
+				return true, fmt.Errorf("%w: pod %s cannot get image %s (%s%s): load the image on the node or make it pullable (kubernetes.image_pull_policy)", backend.ErrImageMissing, where, cs.Image, w.Reason, suffix(w.Message))
+			case "CreateContainerConfigError", "CreateContainerError", "RunContainerError", "CrashLoopBackOff":
+				return true, fmt.Errorf("%w: pod %s: %s%s", backend.ErrStart, where, w.Reason, suffix(w.Message))
+			}
+		}
+	}
+	if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+		return true, fmt.Errorf("%w: pod %s is %s (%s%s)", backend.ErrStart, where, p.Status.Phase, p.Status.Reason, suffix(p.Status.Message))
+	}
+	return false, nil
+}
+
+func suffix(msg string) string {
+	if msg == "" {
+		return ""
+	}
+	return ": " + msg
+}
+
+func podStatusText(p *corev1.Pod) string {
+	s := string(p.Status.Phase)
+	if s == "" {
+		s = "Pending"
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Status != corev1.ConditionTrue && c.Reason != "" {
+			s += fmt.Sprintf(", %s: %s %s", c.Type, c.Reason, c.Message)
+		}
+	}
+	if p.Spec.NodeName == "" {
+		s += ", not bound to a node (no scheduler, or no node matches kubernetes.node_selector?)"
+	}
+	if cs := containerStatus(p); cs != nil && cs.State.Waiting != nil {
+		s += fmt.Sprintf(", container waiting: %s%s", cs.State.Waiting.Reason, suffix(cs.State.Waiting.Message))
+	}
+	return s
+}
+
+func containerStatus(p *corev1.Pod) *corev1.ContainerStatus {
+	for i := range p.Status.ContainerStatuses {
+		if p.Status.ContainerStatuses[i].Name == ContainerName {
+			return &p.Status.ContainerStatuses[i]
+		}
+	}
+	return nil
+}
+
+// attach opens the attach stream of a running sandbox and sends the start
+// gate's line; it returns once the stream has taken that line.
+func (b *Backend) attach(ctx context.Context, name string) (*backend.Sandbox, error) {
+	req := b.client.CoreV1().RESTClient().Post().
+		Namespace(b.cfg.Namespace).Resource("pods").Name(name).SubResource("attach").
+		VersionedParams(&corev1.PodAttachOptions{Container: ContainerName, Stdin: true, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	exec, err := b.executor(req.URL())
+	if err != nil {
+		return nil, fmt.Errorf("attach sandbox pod %s/%s: %w", b.cfg.Namespace, name, err)
+	}
+	stdinR, stdinW := io.Pipe()
+	stdoutR, stdoutW := io.Pipe()
+	stderrR, stderrW := io.Pipe()
+	// The stream outlives Create's ctx: it ends at Close or when the
+	// sandbox's program ends.
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ended := make(chan struct{})
+	var streamErr error
+	go func() {
+		defer close(ended)
+		streamErr = exec.StreamWithContext(sctx, remotecommand.StreamOptions{Stdin: stdinR, Stdout: stdoutW, Stderr: stderrW})
+		if streamErr != nil && sctx.Err() == nil {
+			streamErr = fmt.Errorf("attach stream of sandbox pod %s/%s: %w", b.cfg.Namespace, name, streamErr)
+		}
+		stdoutW.CloseWithError(streamErr)
+		stderrW.CloseWithError(streamErr)
+		// EOF, not an error, for client-go's stdin copier, which would
+		// log one; writes to Stdin now fail with io.ErrClosedPipe.
+		stdinW.Close()
+	}()
+	closeFn := func() error {
+		stdinW.Close()
+		cancel()
+		stdoutR.Close()
+		stderrR.Close()
+		<-ended
+		return nil
+	}
+	// Send the gate's line and wait for its ack on stderr: only then is
+	// the stream known to reach the container.
+	go stdinW.Write([]byte("\n"))
+	ack := make(chan error, 1)
+	go func() {
+		var buf [1]byte
+		_, err := io.ReadFull(stderrR, buf[:])
+		if err == nil && buf[0] != gateAck {
+			err = fmt.Errorf("stderr began with %q, not the start gate's acknowledgement", buf[0])
+		}
+		ack <- err
+	}()
+	select {
+	case err := <-ack:
+		if err != nil {
+			closeFn()
+			return nil, fmt.Errorf("%w: attach sandbox pod %s/%s: %v", backend.ErrStart, b.cfg.Namespace, name, err)
+		}
+	case <-ctx.Done():
+		closeFn()
+		return nil, fmt.Errorf("attach sandbox pod %s/%s: %w", b.cfg.Namespace, name, ctx.Err())
+	}
+	return backend.NewSandbox(name, stdinW, stdoutR, stderrR, closeFn), nil
+}
+
+func (b *Backend) executor(u *url.URL) (remotecommand.Executor, error) {
+	spdy := func() (remotecommand.Executor, error) { return remotecommand.NewSPDYExecutor(b.rest, "POST", u) }
+	ws := func() (remotecommand.Executor, error) {
+		return remotecommand.NewWebSocketExecutor(b.rest, "GET", u.String())
+	}
+	switch b.cfg.Attach {
+	case "spdy":
+		return spdy()
+	case "websocket":
+		return ws()
+	}
+	w, err := ws()
+	if err != nil {
+		return nil, err
+	}
+	s, err := spdy()
+	if err != nil {
+		return nil, err
+	}
+	return remotecommand.NewFallbackExecutor(w, s, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+}
+
+// Remove deletes the Pod with a one-second grace period and returns without
+// waiting for it to go (List reports it as Removing meanwhile).
+func (b *Backend) Remove(ctx context.Context, id string) error {
+	grace := int64(1)
+	bg := metav1.DeletePropagationBackground
+	err := b.client.CoreV1().Pods(b.cfg.Namespace).Delete(ctx, id, metav1.DeleteOptions{GracePeriodSeconds: &grace, PropagationPolicy: &bg})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return b.apiErr("remove sandbox pod "+id, err)
+	}
+	return nil
+}
+
+// List returns the sandbox Pods of the namespace whose labels include all
+// of want.
+func (b *Backend) List(ctx context.Context, want map[string]string) ([]backend.Info, error) {
+	set := labels.Set{LabelPartOf: partOf, LabelComponent: component}
+	for k, v := range want {
+		set[k] = v
+	}
+	sel, err := labels.ValidatedSelectorFromSet(set)
+	if err != nil {
+		return nil, fmt.Errorf("%w: list labels: %v", backend.ErrInvalidSpec, err)
+	}
+	list, err := b.client.CoreV1().Pods(b.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, b.apiErr("list sandbox pods", err)
+	}
+	out := make([]backend.Info, 0, len(list.Items))
+	for _, p := range list.Items {
+		out = append(out, backend.Info{
+			ID:          p.Name,
+			Labels:      p.Labels,
+			Annotations: p.Annotations,
+			Created:     p.CreationTimestamp.UTC(),
+			Removing:    p.DeletionTimestamp != nil,
+		})
+	}
+	return out, nil
+}
+
+// State reads the sandbox container's status.
+func (b *Backend) State(ctx context.Context, id string) (backend.State, error) {
+	p, err := b.client.CoreV1().Pods(b.cfg.Namespace).Get(ctx, id, metav1.GetOptions{})
+	if err != nil {
+		return backend.State{}, b.apiErr("sandbox pod "+id, err)
+	}
+	return podState(p), nil
+}
+
+// podState is the backend.State a Pod's status says.
+func podState(p *corev1.Pod) backend.State {
+	var st backend.State
+	cs := containerStatus(p)
+	switch {
+	case cs == nil:
+		st.Reason = string(p.Status.Phase)
+		if p.Status.Reason != "" {
+			st.Reason = p.Status.Reason
+		}
+	case cs.State.Running != nil:
+		st.Running = true
+		st.Reason = "Running"
+		st.StartedAt = cs.State.Running.StartedAt.UTC()
+	case cs.State.Terminated != nil:
+		t := cs.State.Terminated
+		st.Exited = true
+		st.ExitCode = int(t.ExitCode)
+		st.OOMKilled = t.Reason == "OOMKilled"
+		st.Reason = t.Reason
+		st.StartedAt, st.FinishedAt = t.StartedAt.UTC(), t.FinishedAt.UTC()
+	case cs.State.Waiting != nil:
+		st.Reason = cs.State.Waiting.Reason
+	}
+	if st.StartedAt.IsZero() || st.StartedAt.Unix() == 0 {
+		st.StartedAt = time.Time{}
+	}
+	if st.FinishedAt.Unix() == 0 {
+		st.FinishedAt = time.Time{}
+	}
+	return st
+}
+
+// apiErr turns a client-go error into one that says what failed and what
+// to do, wrapping backend.ErrNotFound or backend.ErrUnavailable.
+func (b *Backend) apiErr(what string, err error) error {
+	ns := b.cfg.Namespace
+	var netErr net.Error
+	var urlErr *url.Error
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// The caller's ctx ended: not the API's fault.
+		return fmt.Errorf("%s: %w", what, err)
+	case apierrors.IsNotFound(err):
+		if what == "create sandbox pod" {
+			return fmt.Errorf("%s: namespace %q not found: create it (examples/kubernetes) or set kubernetes.namespace: %w", what, ns, err)
+		}
+		return fmt.Errorf("%w: %s in namespace %s", backend.ErrNotFound, what, ns)
+	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
+		return fmt.Errorf("%w: %s: the kubernetes API refused it (%v): the server's account needs pods create/get/list/watch/delete and pods/attach in namespace %s (examples/kubernetes/rbac.yaml)", backend.ErrUnavailable, what, err, ns)
+	case apierrors.IsInvalid(err):
+		return fmt.Errorf("%w: %s: %v", backend.ErrInvalidSpec, what, err)
+	case errors.As(err, &urlErr), errors.As(err, &netErr), apierrors.IsServiceUnavailable(err), apierrors.IsTimeout(err), apierrors.IsServerTimeout(err):
+		return fmt.Errorf("%w: %s: kubernetes API at %s: %v (is the cluster up, and kubernetes.kubeconfig right?)", backend.ErrUnavailable, what, b.rest.Host, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+func podName() (string, error) {
+	var r [8]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return "", fmt.Errorf("sandbox name: %w", err)
+	}
+	return "pdm-sandbox-" + hex.EncodeToString(r[:]), nil
+}
