@@ -188,11 +188,12 @@ func flagName(key string) string {
 // FlagKeys are the dedicated command-line flags and the key each sets; any
 // key can also be set with --set key=value.
 var FlagKeys = map[string]string{
-	"transport": "server.transport",
-	"addr":      "server.addr",
-	"image":     "docker.image",
-	"profile":   "policy.profile",
-	"log-level": "log.level",
+	"transport":    "server.transport",
+	"addr":         "server.addr",
+	"metrics-addr": "server.metrics_addr",
+	"image":        "docker.image",
+	"profile":      "policy.profile",
+	"log-level":    "log.level",
 }
 
 func loadFile(cfg *Config, l *Loaded, path string, explicit bool) Errors {

@@ -177,6 +177,7 @@ type Executor struct {
 	spool     *pool          // sandboxes for new sessions
 	bg        sync.WaitGroup // pool upkeep, creations, background removals
 	calls     atomic.Int64   // runs in progress (pools refill when none are)
+	counts    startCounters  // for Stats
 }
 
 // liveInstances are the executors of this process that are not closed: the

@@ -37,7 +37,8 @@ type pool struct {
 	preload []string
 	slots   chan struct{} // creation concurrency
 
-	hits atomic.Int64 // calls served from the pool
+	hits   atomic.Int64 // calls served from the pool
+	misses atomic.Int64 // calls that found it empty (or other limits) and started cold
 
 	mu       sync.Mutex
 	idle     []pooled
@@ -81,7 +82,11 @@ func (p *pool) fits(lim Limits) bool {
 
 // take hands out a live pooled sandbox, or nil.
 func (p *pool) take(lim Limits) *sandbox {
-	if p == nil || !p.fits(lim) {
+	if p == nil {
+		return nil
+	}
+	if !p.fits(lim) {
+		p.misses.Add(1)
 		return nil
 	}
 	p.mu.Lock()
@@ -96,6 +101,7 @@ func (p *pool) take(lim Limits) *sandbox {
 		}
 		go p.e.destroy(it.sb)
 	}
+	p.misses.Add(1)
 	return nil
 }
 

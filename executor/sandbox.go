@@ -98,7 +98,8 @@ func (e *Executor) dockerErr(op string, err error) error {
 
 // start creates, attaches and starts a sandbox and waits for the runner's
 // ready frame. On failure nothing is left behind.
-func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (*sandbox, error) {
+func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *sandbox, err error) {
+	defer func() { e.counts.countStart(err) }()
 	meta.Instance, meta.PID, meta.Host = e.instance, e.pid, e.host
 	if meta.Created.IsZero() {
 		meta.Created = time.Now()

@@ -57,6 +57,8 @@ type Deps struct {
 	Logger *slog.Logger
 	// Version is reported in initialize.
 	Version string
+	// Middleware wrap every tool handler (metrics, audit); nil for none.
+	Middleware []server.ToolHandlerMiddleware
 }
 
 // Server holds the MCP server and its tools. Safe for concurrent use.
@@ -74,7 +76,7 @@ func New(d Deps) *Server {
 		d.Version = "dev"
 	}
 	s := &Server{d: d}
-	s.mcp = server.NewMCPServer("python-docker-mcp", d.Version,
+	opts := []server.ServerOption{
 		server.WithTitle("Python sandbox"),
 		server.WithInstructions("Runs Python 3.13 in hardened, network-less Docker sandboxes. "+
 			"Use execute-transient for one-off code (carry variables with `state`), execute-persistent for a session whose variables and files persist. "+
@@ -86,7 +88,11 @@ func New(d Deps) *Server {
 		server.WithResourceRecovery(),
 		server.WithInputSchemaValidation(),
 		server.WithOutputSchemaValidation(),
-	)
+	}
+	for _, mw := range d.Middleware {
+		opts = append(opts, server.WithToolHandlerMiddleware(mw))
+	}
+	s.mcp = server.NewMCPServer("python-docker-mcp", d.Version, opts...)
 	handlers := map[string]server.ToolHandlerFunc{
 		ToolExecuteTransient:  s.executeTransient,
 		ToolExecutePersistent: s.executePersistent,
