@@ -357,19 +357,19 @@ func TestMetricsAfterMixedRun(t *testing.T) {
 
 	got := scrape(t, url)
 	want := map[string]float64{
-		`python_docker_mcp_tool_calls_total{status=ok,tool=execute-transient}`:      2,
-		`python_docker_mcp_tool_calls_total{status=error,tool=execute-transient}`:   1,
-		`python_docker_mcp_tool_calls_total{status=denied,tool=execute-transient}`:  2,
-		`python_docker_mcp_tool_calls_total{status=ok,tool=execute-persistent}`:     1,
-		`python_docker_mcp_tool_calls_total{status=ok,tool=list-sessions}`:          1,
-		`python_docker_mcp_tool_calls_total{status=ok,tool=cleanup-session}`:        1,
-		`python_docker_mcp_tool_call_duration_seconds{tool=execute-transient}`:      5,
-		`python_docker_mcp_tool_call_duration_seconds{tool=execute-persistent}`:     1,
-		`python_docker_mcp_policy_denials_total{rule=modules.blocked}`:              2,
-		`python_docker_mcp_sandbox_sessions{}`:                                      0,
-		`python_docker_mcp_mcp_sessions{}`:                                          1,
-		`python_docker_mcp_pool_size{kind=transient}`:                               2,
-		`python_docker_mcp_sandbox_start_failures_total{}`:                          0,
+		`python_docker_mcp_tool_calls_total{status=ok,tool=execute-transient}`:     2,
+		`python_docker_mcp_tool_calls_total{status=error,tool=execute-transient}`:  1,
+		`python_docker_mcp_tool_calls_total{status=denied,tool=execute-transient}`: 2,
+		`python_docker_mcp_tool_calls_total{status=ok,tool=execute-persistent}`:    1,
+		`python_docker_mcp_tool_calls_total{status=ok,tool=list-sessions}`:         1,
+		`python_docker_mcp_tool_calls_total{status=ok,tool=cleanup-session}`:       1,
+		`python_docker_mcp_tool_call_duration_seconds{tool=execute-transient}`:     5,
+		`python_docker_mcp_tool_call_duration_seconds{tool=execute-persistent}`:    1,
+		`python_docker_mcp_policy_denials_total{rule=modules.blocked}`:             2,
+		`python_docker_mcp_sandbox_sessions{}`:                                     0,
+		`python_docker_mcp_mcp_sessions{}`:                                         1,
+		`python_docker_mcp_pool_size{kind=transient}`:                              2,
+		`python_docker_mcp_sandbox_start_failures_total{}`:                         0,
 	}
 	for k, v := range want {
 		if g := value(got, k); g != v {

@@ -78,8 +78,8 @@ func New(d Deps) *Server {
 	s := &Server{d: d}
 	opts := []server.ServerOption{
 		server.WithTitle("Python sandbox"),
-		server.WithInstructions("Runs Python 3.13 in hardened, network-less Docker sandboxes. "+
-			"Use execute-transient for one-off code (carry variables with `state`), execute-persistent for a session whose variables and files persist. "+
+		server.WithInstructions("Runs Python 3.13 in hardened, network-less Docker sandboxes. " +
+			"Use execute-transient for one-off code (carry variables with `state`), execute-persistent for a session whose variables and files persist. " +
 			"Code is checked by a static gate and a policy first; a refusal lists each violation with its line."),
 		server.WithToolCapabilities(false),
 		server.WithResourceCapabilities(false, false),
