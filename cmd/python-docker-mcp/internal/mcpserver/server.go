@@ -76,10 +76,10 @@ func New(d Deps) *Server {
 		d.Version = "dev"
 	}
 	s := &Server{d: d}
-	opts := []server.ServerOption{
+	s.mcp = server.NewMCPServer("python-docker-mcp", d.Version,
 		server.WithTitle("Python sandbox"),
-		server.WithInstructions("Runs Python 3.13 in hardened, network-less Docker sandboxes. " +
-			"Use execute-transient for one-off code (carry variables with `state`), execute-persistent for a session whose variables and files persist. " +
+		server.WithInstructions("Runs Python 3.13 in hardened, network-less Docker sandboxes. "+
+			"Use execute-transient for one-off code (carry variables with `state`), execute-persistent for a session whose variables and files persist. "+
 			"Code is checked by a static gate and a policy first; a refusal lists each violation with its line."),
 		server.WithToolCapabilities(false),
 		server.WithResourceCapabilities(false, false),
@@ -88,11 +88,8 @@ func New(d Deps) *Server {
 		server.WithResourceRecovery(),
 		server.WithInputSchemaValidation(),
 		server.WithOutputSchemaValidation(),
-	}
-	for _, mw := range d.Middleware {
-		opts = append(opts, server.WithToolHandlerMiddleware(mw))
-	}
-	s.mcp = server.NewMCPServer("python-docker-mcp", d.Version, opts...)
+	)
+	s.mcp.Use(d.Middleware...)
 	handlers := map[string]server.ToolHandlerFunc{
 		ToolExecuteTransient:  s.executeTransient,
 		ToolExecutePersistent: s.executePersistent,
