@@ -101,6 +101,7 @@ func (e *Executor) dockerErr(op string, err error) error {
 func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *sandbox, err error) {
 	defer func() { e.counts.countStart(err) }()
 	meta.Instance, meta.PID, meta.Host = e.instance, e.pid, e.host
+	e.self.stamp(&meta)
 	if meta.Created.IsZero() {
 		meta.Created = time.Now()
 	}
