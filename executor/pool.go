@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -204,7 +205,9 @@ func (p *pool) fill(stop <-chan struct{}) {
 					repeat := err.Error() == p.lastErr
 					p.lastErr = err.Error()
 					p.mu.Unlock()
-					if !repeat {
+					// A missing image is the server's to report (once, with
+					// the text tool results carry); the pool just retries.
+					if !repeat && !errors.Is(err, ErrImageMissing) {
 						p.e.log.Warn("pool: start sandbox (retrying every 5 s)", "kind", p.kind, "err", err)
 					}
 					// Back off so a missing image or a gone daemon does not spin.

@@ -43,6 +43,9 @@ func runImage(ctx context.Context, cfg config.Config, args []string, stdout, std
 	}
 	defer cli.Close()
 	ref := cfg.Docker.Image
+	if why := explainBuild(ctx, cli, ref, image.RecipeFrom(cfg)); why != "" {
+		fmt.Fprintln(stderr, why)
+	}
 	start := time.Now()
 	built, err := image.Ensure(ctx, cli, ref, image.RecipeFrom(cfg), func(line string) {
 		fmt.Fprintln(stderr, line)

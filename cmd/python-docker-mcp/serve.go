@@ -62,9 +62,14 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 		return exitDocker
 	}
 	defer cli.Close()
-	images := image.Start(ctx, cli, cfg.Docker.Image, image.RecipeFrom(cfg), func(line string) {
-		log.Info("image build", "line", line)
-	})
+	recipe := image.RecipeFrom(cfg)
+	if why := explainBuild(ctx, cli, cfg.Docker.Image, recipe); why != "" {
+		log.Warn(why)
+	}
+	buildLine := func(line string) { log.Info("image build", "line", line) }
+	images := &imageWaiter{m: image.Start(ctx, cli, cfg.Docker.Image, recipe, buildLine), log: log}
+	images.retry = func() { images.m.Retry(ctx, cli, cfg.Docker.Image, recipe, buildLine) }
+	go images.Wait(ctx, nil) // logs a missing image once, at start
 
 	engine, err := policy.Load(ctx, cfg)
 	if err != nil {
