@@ -127,15 +127,6 @@ func (m *sessionIDs) Terminate(id string) (bool, error) {
 	return false, nil
 }
 
-// rpcHead is what the middleware reads of a JSON-RPC message.
-type rpcHead struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Params struct {
-		RequestID json.RawMessage `json:"requestId"`
-	} `json:"params"`
-}
-
 // idKey is the canonical text of a JSON-RPC id ("" when absent or null).
 func idKey(raw json.RawMessage) string {
 	raw = bytes.TrimSpace(raw)
@@ -159,7 +150,7 @@ func (s *httpSessions) Middleware(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r) // no protocol-level sessions
 			return
 		}
-		var head rpcHead
+		var h head
 		if r.Method == http.MethodPost {
 			body, err := io.ReadAll(r.Body)
 			if err != nil {
@@ -172,8 +163,8 @@ func (s *httpSessions) Middleware(next http.Handler) http.Handler {
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
-			_ = json.Unmarshal(body, &head)
-			if head.Method == string(mcp.MethodInitialize) {
+			h = scanHead(body)
+			if h.method == string(mcp.MethodInitialize) {
 				next.ServeHTTP(w, r)
 				return
 			}
@@ -199,13 +190,13 @@ func (s *httpSessions) Middleware(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if head.Method == string(mcp.MethodNotificationCancelled) {
-			s.cancel(inflightKey{id, idKey(head.Params.RequestID)})
+		if h.method == string(mcp.MethodNotificationCancelled) {
+			s.cancel(inflightKey{id, h.requestID})
 			next.ServeHTTP(w, r)
 			return
 		}
-		rid := idKey(head.ID)
-		if head.Method == "" || rid == "" {
+		rid := h.id
+		if h.method == "" || rid == "" {
 			next.ServeHTTP(w, r) // a notification or a response to the server
 			return
 		}

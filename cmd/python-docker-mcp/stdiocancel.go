@@ -51,24 +51,93 @@ func (f *cancelFilter) Reader(in io.Reader) io.Reader {
 }
 
 func (f *cancelFilter) observe(line []byte) {
-	var head rpcHead
-	if json.Unmarshal(bytes.TrimSpace(line), &head) != nil {
-		return
-	}
+	h := scanHead(line)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
-	case head.Method == string(mcp.MethodNotificationCancelled):
-		if id := idKey(head.Params.RequestID); id != "" {
-			if _, ok := f.inflight[id]; ok {
-				f.inflight[id] = true
+	case h.method == string(mcp.MethodNotificationCancelled):
+		if _, ok := f.inflight[h.requestID]; ok && h.requestID != "" {
+			f.inflight[h.requestID] = true
+		}
+	case h.method != "" && h.id != "":
+		f.inflight[h.id] = false
+	}
+}
+
+// head is what the filter needs of a JSON-RPC message.
+type head struct {
+	id, method string
+	requestID  string // params.requestId of notifications/cancelled
+	response   bool   // has "result" or "error"
+}
+
+// scanHead reads the top-level members of a JSON-RPC message it needs and
+// stops as soon as it knows them: a reply's large "result" after its "id"
+// (as mcp-go writes replies) and a request's large "params" after its
+// "id" and "method" are not scanned. A line that is not a JSON object
+// gives the zero head.
+func scanHead(line []byte) head {
+	var h head
+	dec := json.NewDecoder(bytes.NewReader(line))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return head{}
+	}
+	var params json.RawMessage
+	haveID := false
+	skip := func() bool { var raw json.RawMessage; return dec.Decode(&raw) == nil }
+	for dec.More() {
+		t, err := dec.Token()
+		key, _ := t.(string)
+		if err != nil {
+			return head{}
+		}
+		switch key {
+		case "id":
+			var raw json.RawMessage
+			if dec.Decode(&raw) != nil {
+				return head{}
+			}
+			h.id, haveID = idKey(raw), true
+		case "method":
+			if dec.Decode(&h.method) != nil {
+				return head{}
+			}
+		case "result", "error":
+			h.response = true
+			if haveID {
+				return h
+			}
+			if !skip() {
+				return head{}
+			}
+		case "params":
+			if h.method != "" && h.method != string(mcp.MethodNotificationCancelled) {
+				if !skip() {
+					return head{}
+				}
+				continue
+			}
+			if dec.Decode(&params) != nil {
+				return head{}
+			}
+		default:
+			if !skip() {
+				return head{}
 			}
 		}
-	case head.Method != "":
-		if id := idKey(head.ID); id != "" {
-			f.inflight[id] = false
+		if haveID && h.method != "" && h.method != string(mcp.MethodNotificationCancelled) {
+			return h // a request: its params are not needed
 		}
 	}
+	if h.method == string(mcp.MethodNotificationCancelled) && params != nil {
+		var p struct {
+			RequestID json.RawMessage `json:"requestId"`
+		}
+		if json.Unmarshal(params, &p) == nil {
+			h.requestID = idKey(p.RequestID)
+		}
+	}
+	return h
 }
 
 // Write passes the transport's output through, except replies to
@@ -105,18 +174,14 @@ func (f *cancelFilter) Write(p []byte) (int, error) {
 // drop says whether line is the reply to a cancelled request; every reply
 // ends its request's tracking. Called with mu held.
 func (f *cancelFilter) drop(line []byte) bool {
-	var head rpcHead
-	if json.Unmarshal(bytes.TrimSpace(line), &head) != nil || head.Method != "" {
+	h := scanHead(line)
+	if !h.response || h.method != "" || h.id == "" {
 		return false
 	}
-	id := idKey(head.ID)
-	if id == "" {
-		return false
-	}
-	cancelled, ok := f.inflight[id]
+	cancelled, ok := f.inflight[h.id]
 	if !ok {
 		return false
 	}
-	delete(f.inflight, id)
+	delete(f.inflight, h.id)
 	return cancelled
 }
