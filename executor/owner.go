@@ -6,6 +6,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
@@ -37,7 +38,24 @@ func (id identity) stamp(m *sandboxMeta) {
 	m.PIDNS, m.Server = id.pidns, id.container
 }
 
-var containerIDInPath = regexp.MustCompile(`/containers/([0-9a-f]{64})/`)
+var containerIDInPath = regexp.MustCompile(`/containers/([0-9a-f]{64})/(hostname|hosts|resolv\.conf)$`)
+
+// containerInMount returns the container id of a /proc/self/mountinfo line
+// that mounts Docker's per-container hostname, hosts or resolv.conf file
+// at its place in /etc (m[1]), or nil. Only the mount point counts: on a
+// Docker host the host's own mount table lists other containers' files
+// (their shm mounts), never at /etc/hostname.
+func containerInMount(line string) []string {
+	f := strings.Fields(line)
+	if len(f) < 5 {
+		return nil
+	}
+	switch f[4] {
+	case "/etc/hostname", "/etc/hosts", "/etc/resolv.conf":
+		return containerIDInPath.FindStringSubmatch(f[3])
+	}
+	return nil
+}
 
 // selfIdentity finds this process's pid namespace and, when it runs in a
 // Docker container, that container's id: Docker bind-mounts the
@@ -58,7 +76,7 @@ func selfIdentity(ctx context.Context, docker dockerAPI) identity {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		m := containerIDInPath.FindStringSubmatch(sc.Text())
+		m := containerInMount(sc.Text())
 		if m == nil {
 			continue
 		}

@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,5 +106,25 @@ func TestSandboxesCarryTheOwnerIdentity(t *testing.T) {
 	ns, _ := os.Readlink("/proc/self/ns/pid")
 	if id := selfIdentity(context.Background(), dockertest.Require(t)); id.pidns != ns {
 		t.Errorf("pid namespace %q, want %q", id.pidns, ns)
+	}
+}
+
+func TestContainerInMount(t *testing.T) {
+	id := strings.Repeat("ab", 32)
+	for line, want := range map[string]string{
+		"103 84 254:0 /var/lib/docker/containers/" + id + "/hostname /etc/hostname rw,relatime - ext4 /dev/vda rw":          id,
+		"102 84 254:0 /home/u/.local/share/docker/containers/" + id + "/resolv.conf /etc/resolv.conf rw - ext4 /dev/vda rw": id,
+		// A Docker host lists other containers' shm mounts: not its own container.
+		"590 29 0:52 / /var/lib/docker/containers/" + id + "/mounts/shm rw,nosuid - tmpfs shm rw": "",
+		"30 1 254:0 / / rw,relatime - ext4 /dev/vda rw":                                           "",
+		"short": "",
+	} {
+		got := ""
+		if m := containerInMount(line); m != nil {
+			got = m[1]
+		}
+		if got != want {
+			t.Errorf("containerInMount(%q) = %q, want %q", line, got, want)
+		}
 	}
 }
