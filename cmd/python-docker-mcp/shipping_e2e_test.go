@@ -30,9 +30,10 @@ func serverSandboxes(t *testing.T, cli *client.Client, cid string) int {
 
 // TestServerImage builds the server image the README's way (a static
 // binary, `image build-server`), runs it with the Docker socket mounted,
-// makes one execute-transient call through it with the go-sdk client over
-// `docker run -i`, and checks that its sandboxes are labelled with its
-// container and that none is left once it exits.
+// makes calls through it with the go-sdk client over `docker run -i`, and
+// checks that its sandboxes are labelled with its container, that a second
+// replica (same hostname, also pid 1) leaves the first one's session alone,
+// and that no sandbox is left once they exit.
 func TestServerImage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a static binary and an image")
@@ -58,43 +59,81 @@ func TestServerImage(t *testing.T) {
 		t.Errorf("build-server from a dynamic binary: %v %s, want a refusal naming CGO_ENABLED=0", err, out)
 	}
 
-	cidfile := filepath.Join(dir, "cid")
-	cmd := exec.Command("docker", "run", "-i", "--rm", "--cidfile", cidfile,
-		"-v", "/var/run/docker.sock:/var/run/docker.sock", tag, "--set", "pool.size=1")
-	stderr := &lockedBuffer{}
-	cmd.Stderr = stderr
-	c := &mcpClient{stderr: stderr}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cs, err := newSDKClient(c).Connect(ctx, &sdk.CommandTransport{Command: cmd, TerminateDuration: 30 * time.Second}, nil)
-	if err != nil {
-		t.Fatalf("connect to the server container: %v\n%s", err, stderr.String())
+	// Two replicas with the same hostname, each pid 1 in its container: the
+	// second one's start must not remove the first one's sandboxes.
+	type replica struct {
+		c   *mcpClient
+		cid string
 	}
-	c.cs = cs
-	res := c.call(t, "execute-transient", map[string]any{"code": "import sys\nprint(sys.version_info[:2])\n6 * 7"})
+	run := func(name string) replica {
+		cidfile := filepath.Join(dir, name+".cid")
+		cmd := exec.Command("docker", "run", "-i", "--rm", "--cidfile", cidfile, "--hostname", "pdm-replica",
+			"-v", "/var/run/docker.sock:/var/run/docker.sock", tag, "--set", "pool.size=1")
+		stderr := &lockedBuffer{}
+		cmd.Stderr = stderr
+		c := &mcpClient{stderr: stderr}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cs, err := newSDKClient(c).Connect(ctx, &sdk.CommandTransport{Command: cmd, TerminateDuration: 30 * time.Second}, nil)
+		if err != nil {
+			t.Fatalf("connect to server container %s: %v\n%s", name, err, stderr.String())
+		}
+		c.cs = cs
+		t.Cleanup(func() {
+			cs.Close()
+			if t.Failed() {
+				t.Logf("server %s log:\n%s", name, stderr.String())
+			}
+		})
+		b, err := os.ReadFile(cidfile)
+		cid := strings.TrimSpace(string(b))
+		if err != nil || len(cid) != 64 {
+			t.Fatalf("container id of %s: %q %v", name, cid, err)
+		}
+		return replica{c, cid}
+	}
+	a := run("a")
+	res := a.c.call(t, "execute-transient", map[string]any{"code": "import sys\nprint(sys.version_info[:2])\n6 * 7"})
 	if sc := structured(t, res); res.IsError || sc["result"] != "42" || !strings.Contains(sc["stdout"].(string), "(3, 13)") {
 		t.Errorf("execute-transient through the server image: %q", text(res))
 	}
-	b, err := os.ReadFile(cidfile)
-	cid := strings.TrimSpace(string(b))
-	if err != nil || len(cid) != 64 {
-		t.Fatalf("container id: %q %v", cid, err)
+	res = a.c.call(t, "execute-persistent", map[string]any{"code": "x = 41"})
+	session, _ := structured(t, res)["session_id"].(string)
+	if res.IsError || session == "" {
+		t.Fatalf("session in replica a: %q", text(res))
 	}
-	if n := serverSandboxes(t, cli, cid); n == 0 {
-		t.Errorf("no sandbox labelled %s=%s while the server runs: the server does not know its container", executor.LabelServer, cid)
+	if n := serverSandboxes(t, cli, a.cid); n == 0 {
+		t.Errorf("no sandbox labelled %s=%s while the server runs: the server does not know its container", executor.LabelServer, a.cid)
 	}
-	cs.Close() // stdin closes: the server removes its sandboxes and exits
-	deadline := time.Now().Add(30 * time.Second)
-	for serverSandboxes(t, cli, cid) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d sandbox(es) of the server container left behind\n%s", serverSandboxes(t, cli, cid), stderr.String())
+
+	b := run("b")
+	if res := b.c.call(t, "execute-transient", map[string]any{"code": "print(1)"}); res.IsError {
+		t.Errorf("replica b: %q", text(res))
+	}
+	res = a.c.call(t, "execute-persistent", map[string]any{"session_id": session, "code": "x + 1"})
+	if sc := structured(t, res); res.IsError || sc["result"] != "42" || sc["state_lost"] == true {
+		t.Errorf("replica a's session after replica b started: %q (b's reaper took a's sandboxes?)", text(res))
+	}
+
+	for _, r := range []replica{a, b} {
+		r.c.cs.Close() // stdin closes: the server removes its sandboxes and exits
+		deadline := time.Now().Add(30 * time.Second)
+		for serverSandboxes(t, cli, r.cid) != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d sandbox(es) of server container %s left behind", serverSandboxes(t, cli, r.cid), r.cid[:12])
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if _, err := cli.ContainerInspect(context.Background(), cid, client.ContainerInspectOptions{}); err == nil {
-		t.Errorf("the server container %s is still there after its client closed", cid[:12])
-	}
-	if t.Failed() {
-		t.Logf("server log:\n%s", stderr.String())
+		deadline = time.Now().Add(30 * time.Second)
+		for {
+			if _, err := cli.ContainerInspect(context.Background(), r.cid, client.ContainerInspectOptions{}); err != nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("the server container %s is still there after its client closed", r.cid[:12])
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 	}
 }
