@@ -181,6 +181,7 @@ func TestBadInput(t *testing.T) {
 		{name: "section as value", yaml: "docker: 3\n", want: []string{"docker", "is a section"}},
 		{name: "yaml syntax", yaml: "docker:\n  image: [unclosed\n  timeout: 3\n", want: []string{"not valid YAML", "line"}},
 		{name: "enum", yaml: "policy:\n  profile: lax\n", want: []string{"policy.profile", "standard, strict"}},
+		{name: "metrics address", yaml: "server:\n  metrics_addr: \"9090\"\n", want: []string{"server.metrics_addr", `"9090"`, "HOST:PORT"}},
 		{name: "root user", yaml: "docker:\n  user: \"0:0\"\n", want: []string{"docker.user", "non-root"}},
 		{name: "missing file", file: filepath.Join(dir, "nope.yaml"), want: []string{"nope.yaml", "does not exist"}},
 		{name: "directory", file: dir, want: []string{"is a directory"}},

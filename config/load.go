@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -620,6 +621,11 @@ func validate(c Config, source func(key string) string) Errors {
 	oneOf("server.transport", c.Server.Transport, "stdio", "http")
 	if !strings.HasPrefix(c.Server.Path, "/") {
 		bad("server.path", c.Server.Path, `want a path starting with "/", e.g. /mcp`)
+	}
+	if a := c.Server.MetricsAddr; a != "" {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			bad("server.metrics_addr", a, "want HOST:PORT, e.g. 127.0.0.1:9090 (\"\" for none)")
+		}
 	}
 	oneOf("auth.mode", c.Auth.Mode, "jwt", "dev", "off")
 	oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
