@@ -62,6 +62,9 @@ type imageWaiter struct {
 	m     *image.Manager
 	retry func() // re-runs the check in the background
 	log   *slog.Logger
+	// why explains a build that started with the server (explainBuild);
+	// calls that wait for it get it as their first progress message.
+	why string
 
 	mu     sync.Mutex
 	logged string // the failure last logged ("" = none)
@@ -74,6 +77,9 @@ func imageUnavailable(err error) string {
 }
 
 func (w *imageWaiter) Wait(ctx context.Context, progress image.Progress) error {
+	if w.why != "" && progress != nil && !w.m.Ready() {
+		progress(w.why)
+	}
 	err := w.m.Wait(ctx, progress)
 	if err != nil && errors.Is(err, image.ErrNotBuildable) {
 		w.retry()

@@ -63,11 +63,12 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 	}
 	defer cli.Close()
 	recipe := image.RecipeFrom(cfg)
-	if why := explainBuild(ctx, cli, cfg.Docker.Image, recipe); why != "" {
+	why := explainBuild(ctx, cli, cfg.Docker.Image, recipe)
+	if why != "" {
 		log.Warn(why)
 	}
 	buildLine := func(line string) { log.Info("image build", "line", line) }
-	images := &imageWaiter{m: image.Start(ctx, cli, cfg.Docker.Image, recipe, buildLine), log: log}
+	images := &imageWaiter{m: image.Start(ctx, cli, cfg.Docker.Image, recipe, buildLine), log: log, why: why}
 	images.retry = func() { images.m.Retry(ctx, cli, cfg.Docker.Image, recipe, buildLine) }
 	go images.Wait(ctx, nil) // logs a missing image once, at start
 
