@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -219,7 +220,7 @@ func (s *httpSessions) Middleware(next http.Handler) http.Handler {
 		s.mu.Lock()
 		cancelled := req.cancelled
 		s.mu.Unlock()
-		if cancelled && !tw.wrote {
+		if cancelled && !tw.wrote.Load() {
 			// No reply for a cancelled request: an empty event stream.
 			w.Header().Set("Content-Type", "text/event-stream")
 			w.WriteHeader(http.StatusOK)
@@ -244,16 +245,16 @@ func (s *httpSessions) cancel(key inflightKey) {
 // trackingWriter records whether a response was started.
 type trackingWriter struct {
 	http.ResponseWriter
-	wrote bool
+	wrote atomic.Bool // mcp-go writes from more than one goroutine
 }
 
 func (t *trackingWriter) WriteHeader(code int) {
-	t.wrote = true
+	t.wrote.Store(true)
 	t.ResponseWriter.WriteHeader(code)
 }
 
 func (t *trackingWriter) Write(p []byte) (int, error) {
-	t.wrote = true
+	t.wrote.Store(true)
 	return t.ResponseWriter.Write(p)
 }
 
