@@ -5,7 +5,7 @@ GO       ?= go
 REGO     := rules examples/policy
 BIN      := bin/python-docker-mcp
 
-.PHONY: all build serve image test rego gotest bench fuzz test-kubernetes
+.PHONY: all build serve image server-image test rego gotest bench fuzz test-kubernetes
 
 all: build
 
@@ -18,6 +18,12 @@ serve:
 # Builds the sandbox image offline when missing or stale; a no-op otherwise.
 image:
 	$(GO) run ./cmd/python-docker-mcp image build
+
+# The server's own container image (python-docker-mcp-server:latest) from a
+# static build of this repository; no registry, no base image.
+server-image:
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/python-docker-mcp-static ./cmd/python-docker-mcp
+	bin/python-docker-mcp-static image build-server
 
 # Policy CI: the same commands operators run on their own Rego.
 rego:

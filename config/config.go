@@ -162,6 +162,9 @@ type Server struct {
 	Path string `koanf:"path" json:"path"`
 	// MaxBodyBytes caps an HTTP request body.
 	MaxBodyBytes Size `koanf:"max_body_bytes" json:"max_body_bytes"`
+	// MetricsAddr is a separate listen address for the Prometheus /metrics
+	// endpoint ("" = none; the HTTP transport then serves /metrics itself).
+	MetricsAddr string `koanf:"metrics_addr" json:"metrics_addr"`
 }
 
 // Auth configures bearer-token authentication of the HTTP transport.

@@ -181,6 +181,7 @@ func TestBadInput(t *testing.T) {
 		{name: "section as value", yaml: "docker: 3\n", want: []string{"docker", "is a section"}},
 		{name: "yaml syntax", yaml: "docker:\n  image: [unclosed\n  timeout: 3\n", want: []string{"not valid YAML", "line"}},
 		{name: "enum", yaml: "policy:\n  profile: lax\n", want: []string{"policy.profile", "standard, strict"}},
+		{name: "metrics address", yaml: "server:\n  metrics_addr: \"9090\"\n", want: []string{"server.metrics_addr", `"9090"`, "HOST:PORT"}},
 		{name: "root user", yaml: "docker:\n  user: \"0:0\"\n", want: []string{"docker.user", "non-root"}},
 		{name: "kept output smaller than shown", yaml: "limits:\n  max_output_bytes: 1m\noutputs:\n  max_stream_bytes: 64k\n", want: []string{"outputs.max_stream_bytes", "at least limits.max_output_bytes (1048576 bytes)"}},
 		{name: "zero output ttl", yaml: "outputs:\n  ttl: 0s\n", want: []string{"outputs.ttl"}},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -188,11 +189,12 @@ func flagName(key string) string {
 // FlagKeys are the dedicated command-line flags and the key each sets; any
 // key can also be set with --set key=value.
 var FlagKeys = map[string]string{
-	"transport": "server.transport",
-	"addr":      "server.addr",
-	"image":     "docker.image",
-	"profile":   "policy.profile",
-	"log-level": "log.level",
+	"transport":    "server.transport",
+	"addr":         "server.addr",
+	"metrics-addr": "server.metrics_addr",
+	"image":        "docker.image",
+	"profile":      "policy.profile",
+	"log-level":    "log.level",
 }
 
 func loadFile(cfg *Config, l *Loaded, path string, explicit bool) Errors {
@@ -627,6 +629,11 @@ func validate(c Config, source func(key string) string) Errors {
 	oneOf("server.transport", c.Server.Transport, "stdio", "http")
 	if !strings.HasPrefix(c.Server.Path, "/") {
 		bad("server.path", c.Server.Path, `want a path starting with "/", e.g. /mcp`)
+	}
+	if a := c.Server.MetricsAddr; a != "" {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			bad("server.metrics_addr", a, "want HOST:PORT, e.g. 127.0.0.1:9090 (\"\" for none)")
+		}
 	}
 	oneOf("auth.mode", c.Auth.Mode, "jwt", "dev", "off")
 	oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")

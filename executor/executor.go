@@ -22,7 +22,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -174,6 +173,7 @@ type Executor struct {
 	instance string
 	pid      int
 	host     string
+	self     identity // pid namespace and server container, for the reaper
 
 	mu       sync.Mutex
 	closed   bool
@@ -189,6 +189,7 @@ type Executor struct {
 	spool     *pool          // sandboxes for new sessions
 	bg        sync.WaitGroup // pool upkeep, creations, background removals
 	calls     atomic.Int64   // runs in progress (pools refill when none are)
+	counts    startCounters  // for Stats
 }
 
 // liveInstances are the executors of this process that are not closed: the
@@ -237,6 +238,7 @@ func newExecutor(ctx context.Context, cfg config.Config, docker dockerAPI, log *
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
+	e.self = selfIdentity(ctx, docker)
 	if n, err := e.reapOrphans(ctx); err != nil {
 		docker.Close()
 		return nil, err
@@ -267,9 +269,9 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// reapOrphans removes sandboxes left by executors that are gone: those of
-// this host whose process is dead (or is this process but whose executor
-// was closed or never recorded).
+// reapOrphans removes sandboxes and package volumes left by servers that
+// are gone (see ownerCheck.alive): crashed or closed executors of this
+// host or pid namespace, and servers whose container no longer runs.
 func (e *Executor) reapOrphans(ctx context.Context) (int, error) {
 	list, err := e.docker.ContainerList(ctx, client.ContainerListOptions{
 		All:     true,
@@ -278,31 +280,16 @@ func (e *Executor) reapOrphans(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, e.dockerErr("list sandboxes", err)
 	}
+	owners := e.newOwnerCheck(ctx)
 	n := 0
 	for _, c := range list.Items {
-		l := c.Labels
-		if _, ok := liveInstances.Load(l[LabelInstance]); ok {
+		if owners.alive(c.Labels) {
 			continue
-		}
-		if h := l[LabelHost]; h != "" && h != e.host {
-			continue // another machine's server shares this daemon
-		}
-		if pid, err := strconv.Atoi(l[LabelPID]); err == nil && pid != e.pid && processAlive(pid) {
-			continue // another live server on this host
 		}
 		e.removeContainer(c.ID)
 		n++
 	}
-	n += e.reapVolumes(ctx, func(l map[string]string) bool {
-		if _, ok := liveInstances.Load(l[LabelInstance]); ok {
-			return true
-		}
-		if h := l[LabelHost]; h != "" && h != e.host {
-			return true
-		}
-		pid, err := strconv.Atoi(l[LabelPID])
-		return err == nil && pid != e.pid && processAlive(pid)
-	})
+	n += e.reapVolumes(ctx, owners.alive)
 	return n, nil
 }
 

@@ -370,6 +370,7 @@ func (e *Executor) runInstaller(ctx context.Context, meta sandboxMeta, req Insta
 		return nil, err
 	}
 	meta.Instance, meta.PID, meta.Host, meta.Created = e.instance, e.pid, e.host, time.Now()
+	e.self.stamp(&meta)
 	requirement := req.Name + strings.ReplaceAll(req.Specifier, " ", "")
 	pip, uv := installerArgs(e.cfg.Package, len(e.cfg.Package.FindLinks), requirement)
 	cmds, _ := json.Marshal(map[string][]string{"pip": pip, "uv": uv})

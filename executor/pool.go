@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,7 +38,8 @@ type pool struct {
 	preload []string
 	slots   chan struct{} // creation concurrency
 
-	hits atomic.Int64 // calls served from the pool
+	hits   atomic.Int64 // calls served from the pool
+	misses atomic.Int64 // calls that found it empty (or other limits) and started cold
 
 	mu       sync.Mutex
 	idle     []pooled
@@ -81,7 +83,11 @@ func (p *pool) fits(lim Limits) bool {
 
 // take hands out a live pooled sandbox, or nil.
 func (p *pool) take(lim Limits) *sandbox {
-	if p == nil || !p.fits(lim) {
+	if p == nil {
+		return nil
+	}
+	if !p.fits(lim) {
+		p.misses.Add(1)
 		return nil
 	}
 	p.mu.Lock()
@@ -96,6 +102,7 @@ func (p *pool) take(lim Limits) *sandbox {
 		}
 		go p.e.destroy(it.sb)
 	}
+	p.misses.Add(1)
 	return nil
 }
 
@@ -198,7 +205,9 @@ func (p *pool) fill(stop <-chan struct{}) {
 					repeat := err.Error() == p.lastErr
 					p.lastErr = err.Error()
 					p.mu.Unlock()
-					if !repeat {
+					// A missing image is the server's to report (once, with
+					// the text tool results carry); the pool just retries.
+					if !repeat && !errors.Is(err, ErrImageMissing) {
 						p.e.log.Warn("pool: start sandbox (retrying every 5 s)", "kind", p.kind, "err", err)
 					}
 					// Back off so a missing image or a gone daemon does not spin.

@@ -14,6 +14,8 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
+
+	"github.com/python-docker-mcp/python-docker-mcp/executor/image"
 )
 
 // dockerAPI is the part of the Docker client the executor uses.
@@ -90,6 +92,8 @@ func (e *Executor) dockerErr(op string, err error) error {
 	switch {
 	case client.IsErrConnectionFailed(err):
 		return fmt.Errorf("%s: %w: %v (start Docker or point DOCKER_HOST at a running daemon)", op, ErrDockerUnavailable, err)
+	case cerrdefs.IsNotFound(err) && op == "create sandbox" && !image.Managed(e.cfg.Docker.Image):
+		return fmt.Errorf("%s: %w: %s is not built by python-docker-mcp: pull it or build it yourself (docker.image names it)", op, ErrImageMissing, e.cfg.Docker.Image)
 	case cerrdefs.IsNotFound(err) && op == "create sandbox":
 		return fmt.Errorf("%s: %w: %s (build it with `python-docker-mcp image build`)", op, ErrImageMissing, e.cfg.Docker.Image)
 	}
@@ -98,8 +102,10 @@ func (e *Executor) dockerErr(op string, err error) error {
 
 // start creates, attaches and starts a sandbox and waits for the runner's
 // ready frame. On failure nothing is left behind.
-func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (*sandbox, error) {
+func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *sandbox, err error) {
+	defer func() { e.counts.countStart(err) }()
 	meta.Instance, meta.PID, meta.Host = e.instance, e.pid, e.host
+	e.self.stamp(&meta)
 	if meta.Created.IsZero() {
 		meta.Created = time.Now()
 	}

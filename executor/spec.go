@@ -108,6 +108,10 @@ type sandboxMeta struct {
 	Instance string
 	PID      int
 	Host     string
+	// PIDNS and Server are the owner's pid namespace and container (see
+	// LabelPIDNS, LabelServer); labels only when set.
+	PIDNS  string
+	Server string
 	// Packages is the package volume the sandbox mounts read-only at
 	// PackagesDir ("" = none). It is not a label.
 	Packages string
@@ -124,6 +128,12 @@ func (m sandboxMeta) labels() map[string]string {
 	}
 	if m.Session != "" {
 		l[LabelSession] = m.Session
+	}
+	if m.PIDNS != "" {
+		l[LabelPIDNS] = m.PIDNS
+	}
+	if m.Server != "" {
+		l[LabelServer] = m.Server
 	}
 	return l
 }

@@ -48,7 +48,7 @@ func (g *Gate) Decide(ctx context.Context, in Input) (Decision, error) {
 		return Decision{}, err
 	}
 	if e.policy.DecisionLog != "" {
-		if err := g.write(e.policy, in, d); err != nil {
+		if err := g.write(ctx, e.policy, in, d); err != nil {
 			return Decision{}, err
 		}
 	}
@@ -94,9 +94,14 @@ type LogEntry struct {
 	CodeSHA256 string `json:"code_sha256,omitempty"`
 	// Code is the code itself, only with policy.decision_log_code.
 	Code *string `json:"code,omitempty"`
+	// CallID and MCPSession identify the tool call (see Call); its outcome
+	// line carries the same CallID. SessionID is the sandbox session.
+	CallID     string `json:"call_id,omitempty"`
+	MCPSession string `json:"mcp_session,omitempty"`
+	SessionID  string `json:"session_id,omitempty"`
 }
 
-func (g *Gate) write(p config.Policy, in Input, d Decision) error {
+func (g *Gate) write(ctx context.Context, p config.Policy, in Input, d Decision) error {
 	entry := LogEntry{
 		Time:       g.now().UTC(),
 		Tool:       in.Tool,
@@ -104,6 +109,12 @@ func (g *Gate) write(p config.Policy, in Input, d Decision) error {
 		Allow:      d.Allow,
 		Violations: d.Violations,
 		Package:    in.Package,
+	}
+	if c, ok := CallFrom(ctx); ok {
+		entry.CallID, entry.MCPSession = c.ID, c.MCPSession
+	}
+	if in.Session != nil {
+		entry.SessionID = in.Session.ID
 	}
 	if in.Code != nil && in.Code.Source != nil {
 		sum := sha256.Sum256(in.Code.Source)
@@ -117,20 +128,24 @@ func (g *Gate) write(p config.Policy, in Input, d Decision) error {
 	if err != nil {
 		return fmt.Errorf("decision log: %w", err)
 	}
-	line = append(line, '\n')
+	return g.append(p.DecisionLog, append(line, '\n'))
+}
 
+// append writes one line to the decision log at path, (re)opening it when
+// the configured path changed.
+func (g *Gate) append(path string, line []byte) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.path != p.DecisionLog {
+	if g.path != path {
 		if g.log != nil {
 			g.log.Close()
 			g.log, g.path = nil, ""
 		}
-		f, err := os.OpenFile(p.DecisionLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {
 			return fmt.Errorf("decision log (policy.decision_log): %w", err)
 		}
-		g.log, g.path = f, p.DecisionLog
+		g.log, g.path = f, path
 	}
 	if _, err := g.log.Write(line); err != nil {
 		return fmt.Errorf("decision log %s: %w", g.path, err)

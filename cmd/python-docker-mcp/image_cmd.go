@@ -30,8 +30,11 @@ func dockerClient(ctx context.Context) (*client.Client, error) {
 
 // runImage serves `image build`.
 func runImage(ctx context.Context, cfg config.Config, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "build-server" {
+		return runBuildServer(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) != 1 || args[0] != "build" {
-		return usageError(stderr, fmt.Errorf("image: want `image build`"))
+		return usageError(stderr, fmt.Errorf("image: want `image build` or `image build-server [--tag NAME:TAG]`"))
 	}
 	cli, err := dockerClient(ctx)
 	if err != nil {
@@ -40,6 +43,9 @@ func runImage(ctx context.Context, cfg config.Config, args []string, stdout, std
 	}
 	defer cli.Close()
 	ref := cfg.Docker.Image
+	if why := explainBuild(ctx, cli, ref, image.RecipeFrom(cfg)); why != "" {
+		fmt.Fprintln(stderr, why)
+	}
 	start := time.Now()
 	built, err := image.Ensure(ctx, cli, ref, image.RecipeFrom(cfg), func(line string) {
 		fmt.Fprintln(stderr, line)

@@ -6,6 +6,7 @@
 //	python-docker-mcp config show [--json]     the effective config and where each value came from
 //	python-docker-mcp config validate FILE     every error of FILE; exit 0 when valid
 //	python-docker-mcp image build              build the sandbox image offline (no-op when current)
+//	python-docker-mcp image build-server       build the server's own container image (static binary)
 //	python-docker-mcp policy check FILE.py     judge a file as the server would
 //	python-docker-mcp policy eval INPUT.json   evaluate a raw policy input document
 //	python-docker-mcp bench                    latency benchmark through a real MCP client
@@ -83,6 +84,7 @@ commands:
   config show [--json]     print the effective configuration and each value's source
   config validate FILE     check FILE; print every error; exit 0 when valid
   image build              build the sandbox image offline (a no-op when it is current)
+  image build-server       build this server's container image from this (static) binary
   policy check FILE.py     judge FILE.py as the server would (exit 1 on deny)
   policy eval INPUT.json   evaluate a raw policy input document
   bench                    measure latency through a real MCP client
@@ -90,6 +92,7 @@ commands:
 flags (before or after the command):
   --config FILE            config file (default $PYTHON_DOCKER_MCP_CONFIG, else ~/.python-docker-mcp/config.yaml)
   --transport stdio|http   --addr HOST:PORT   --image IMAGE   --profile standard|strict   --log-level LEVEL
+  --metrics-addr HOST:PORT serve Prometheus /metrics there (also for stdio)
   --set KEY=VALUE          set any key, e.g. --set pool.size=4 (repeatable)
 `
 

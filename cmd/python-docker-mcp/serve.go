@@ -14,6 +14,7 @@ import (
 
 	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/auth"
 	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/mcpserver"
+	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/metrics"
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/image"
@@ -61,9 +62,15 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 		return exitDocker
 	}
 	defer cli.Close()
-	images := image.Start(ctx, cli, cfg.Docker.Image, image.RecipeFrom(cfg), func(line string) {
-		log.Info("image build", "line", line)
-	})
+	recipe := image.RecipeFrom(cfg)
+	why := explainBuild(ctx, cli, cfg.Docker.Image, recipe)
+	if why != "" {
+		log.Warn(why)
+	}
+	buildLine := func(line string) { log.Info("image build", "line", line) }
+	images := &imageWaiter{m: image.Start(ctx, cli, cfg.Docker.Image, recipe, buildLine), log: log, why: why}
+	images.retry = func() { images.m.Retry(ctx, cli, cfg.Docker.Image, recipe, buildLine) }
+	go images.Wait(ctx, nil) // logs a missing image once, at start
 
 	engine, err := policy.Load(ctx, cfg)
 	if err != nil {
@@ -99,19 +106,37 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 	})
 	go watcher.Run(ctx)
 
+	sessions := newHTTPSessions()
+	mcpSessions := func() int {
+		if cfg.Server.Transport == "http" {
+			return sessions.Live()
+		}
+		return 1
+	}
+	m := metrics.New(metrics.Sources{Executor: exec.Stats, MCPSessions: mcpSessions})
 	srv := mcpserver.New(mcpserver.Deps{
-		Config:    func() config.Config { return watcher.Current().Config },
-		Gate:      gate,
-		Exec:      exec,
-		Installer: exec,
-		Image:     images,
-		Logger:    log,
-		Version:   version,
+		Config:     func() config.Config { return watcher.Current().Config },
+		Gate:       gate,
+		Exec:       exec,
+		Installer:  exec,
+		Image:      images,
+		Logger:     log,
+		Version:    version,
+		Middleware: []server.ToolHandlerMiddleware{m.Middleware, audit(gate, log)},
 	})
+
+	if addr := cfg.Server.MetricsAddr; addr != "" {
+		stopMetrics, err := serveMetrics(ctx, addr, m, log)
+		if err != nil {
+			log.Error("cannot serve metrics", "err", err)
+			return exitConfig
+		}
+		defer stopMetrics()
+	}
 
 	switch cfg.Server.Transport {
 	case "http":
-		err = serveHTTP(ctx, cfg, srv, log)
+		err = serveHTTP(ctx, cfg, srv, sessions, m, log)
 	default:
 		local := auth.Local(cfg.Auth.Scopes)
 		stdio := server.NewStdioServer(srv.MCP())
@@ -122,8 +147,12 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 		server.WithWorkerPoolSize(stdioWorkers)(stdio)
 		log.Info("serving MCP over stdio", "image", cfg.Docker.Image, "profile", cfg.Policy.Profile)
 		announceStdio(stdin, stderr)
+		// stdin: the size limit and exact ids first, then the cancellation
+		// bookkeeping; stdout: replies to cancelled requests are dropped
+		// before the original ids are put back.
 		out := &stdoutFilter{w: stdout}
-		err = stdio.Listen(ctx, filterStdin(stdin, int64(cfg.Server.MaxBodyBytes), out, log), out)
+		cancel := newCancelFilter(out)
+		err = stdio.Listen(ctx, cancel.Reader(filterStdin(stdin, int64(cfg.Server.MaxBodyBytes), out, log)), cancel)
 	}
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 		log.Error("server stopped", "err", err)
@@ -143,7 +172,7 @@ func (e configError) Unwrap() error { return e.err }
 
 // serveHTTP serves Streamable HTTP at server.path, /healthz, and the
 // protected resource metadata, until ctx ends.
-func serveHTTP(ctx context.Context, cfg config.Config, srv *mcpserver.Server, log *slog.Logger) error {
+func serveHTTP(ctx context.Context, cfg config.Config, srv *mcpserver.Server, sessions *httpSessions, m *metrics.Metrics, log *slog.Logger) error {
 	addr := cfg.Server.Addr
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -160,9 +189,13 @@ func serveHTTP(ctx context.Context, cfg config.Config, srv *mcpserver.Server, lo
 	if p := a.DevTokenPath(); p != "" {
 		log.Info("dev mode: use the token in this file as the bearer token", "path", p)
 	}
-	mcpHTTP := server.NewStreamableHTTPServer(srv.MCP(), server.WithEndpointPath(cfg.Server.Path), server.WithStreamableHTTPLogger(log))
+	mcpHTTP := server.NewStreamableHTTPServer(srv.MCP(), server.WithEndpointPath(cfg.Server.Path), server.WithStreamableHTTPLogger(log),
+		server.WithSessionIdManagerResolver(sessions), server.WithSessionIdleTTL(httpSessionIdleTTL))
 	mux := http.NewServeMux()
-	mux.Handle(cfg.Server.Path, limitBody(int64(cfg.Server.MaxBodyBytes), a.Middleware(mcpHTTP)))
+	mux.Handle(cfg.Server.Path, limitBody(int64(cfg.Server.MaxBodyBytes), a.Middleware(sessions.Middleware(mcpHTTP))))
+	if cfg.Server.MetricsAddr == "" {
+		mux.Handle("/metrics", m.Handler())
+	}
 	for _, p := range a.MetadataPaths() {
 		mux.Handle(p, a.MetadataHandler())
 	}
@@ -183,6 +216,29 @@ func serveHTTP(ctx context.Context, cfg config.Config, srv *mcpserver.Server, lo
 	defer cancel()
 	mcpHTTP.Shutdown(sctx)
 	return hs.Shutdown(sctx)
+}
+
+// httpSessionIdleTTL ends a Streamable HTTP session that sent nothing for
+// this long; its id then gets 404 and the client initializes again.
+const httpSessionIdleTTL = 24 * time.Hour
+
+// serveMetrics serves /metrics on its own listener (server.metrics_addr)
+// until ctx ends or the returned stop is called.
+func serveMetrics(ctx context.Context, addr string, m *metrics.Metrics, log *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s (server.metrics_addr): %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	log.Info("serving Prometheus metrics", "url", "http://"+ln.Addr().String()+"/metrics")
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		hs.Shutdown(sctx)
+	}, nil
 }
 
 // limitBody caps request bodies; a larger one gets 413 from the reader.

@@ -146,7 +146,7 @@ type Progress func(line string)
 
 // ErrNotBuildable is returned for a missing image this package does not
 // manage: the operator named their own image and must provide it.
-var ErrNotBuildable = errors.New("image is not built by python-docker-mcp")
+var ErrNotBuildable = errors.New("python-docker-mcp builds only " + ManagedRepository + " images")
 
 // Ensure makes sure ref exists and, for a managed image, matches the
 // recipe, building it when missing or stale. It reports whether it built.
@@ -161,7 +161,7 @@ func Ensure(ctx context.Context, cli Docker, ref string, r Recipe, progress Prog
 		return false, err
 	}
 	if !Managed(ref) {
-		return false, fmt.Errorf("image %s: %w: pull or build it yourself (docker.image names it), or unset docker.image to use the built-in %s:latest", ref, ErrNotBuildable, ManagedRepository)
+		return false, fmt.Errorf("image %s is missing (%w): pull it (`docker pull %s`) or build it yourself (docker.image names it), or remove docker.image to use the built-in %s:latest", ref, ErrNotBuildable, ref, ManagedRepository)
 	}
 	unlock, err := lock(ctx)
 	if err != nil {

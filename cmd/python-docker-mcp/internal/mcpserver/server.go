@@ -63,6 +63,8 @@ type Deps struct {
 	Logger *slog.Logger
 	// Version is reported in initialize.
 	Version string
+	// Middleware wrap every tool handler (metrics, audit); nil for none.
+	Middleware []server.ToolHandlerMiddleware
 }
 
 // Server holds the MCP server and its tools. Safe for concurrent use.
@@ -107,6 +109,7 @@ func New(d Deps) *Server {
 		server.WithHooks(hooks),
 		server.WithToolFilter(s.currentTools),
 	)
+	s.mcp.Use(d.Middleware...)
 	handlers := map[string]server.ToolHandlerFunc{
 		ToolExecuteTransient:  s.executeTransient,
 		ToolExecutePersistent: s.executePersistent,

@@ -1,0 +1,267 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/auth"
+)
+
+// httpSessions issues the Streamable HTTP session ids (Mcp-Session-Id) of
+// protocol versions before 2026-07-28 and binds each to the subject of the
+// token that initialized it. Safe for concurrent use.
+//
+// Per the MCP specification (2025-11-25, Streamable HTTP, session
+// management): a request other than initialize without an id gets 400; an
+// id the server never issued, one that was terminated (DELETE), or one
+// used with another subject's token gets 404, so a client starts a new
+// session. Protocol version 2026-07-28 has no protocol-level sessions;
+// its requests pass through untouched.
+type httpSessions struct {
+	mu   sync.Mutex
+	subs map[string]string // live session id -> owning subject
+	// inflight are the legacy-era requests being handled: cancelling one
+	// (notifications/cancelled on its session) ends its HTTP response
+	// without a JSON-RPC reply.
+	inflight map[inflightKey]*inflightReq
+}
+
+type inflightKey struct{ session, id string }
+
+type inflightReq struct {
+	cancel    context.CancelFunc
+	cancelled bool
+}
+
+func newHTTPSessions() *httpSessions {
+	return &httpSessions{subs: map[string]string{}, inflight: map[inflightKey]*inflightReq{}}
+}
+
+// Live is the number of sessions issued and not terminated.
+func (s *httpSessions) Live() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.subs)
+}
+
+var (
+	errUnknownSession = errors.New("unknown or terminated session")
+	errForeignSession = errors.New("session belongs to another subject")
+)
+
+// check says whether id is live and belongs to sub.
+func (s *httpSessions) check(id, sub string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	owner, ok := s.subs[id]
+	switch {
+	case !ok:
+		return errUnknownSession
+	case owner != sub:
+		return errForeignSession
+	}
+	return nil
+}
+
+// ResolveSessionIdManager implements server.SessionIdManagerResolver: the
+// manager it returns issues ids owned by the request's subject. mcp-go's
+// idle sweeper passes a nil request; its manager checks no subject.
+func (s *httpSessions) ResolveSessionIdManager(r *http.Request) server.SessionIdManager {
+	m := &sessionIDs{s: s}
+	if r != nil {
+		p, _ := auth.PrincipalFrom(r.Context())
+		m.sub, m.bound = p.Sub, true
+	}
+	return m
+}
+
+// sessionIDs is the mcp-go SessionIdManager of one request.
+type sessionIDs struct {
+	s     *httpSessions
+	sub   string
+	bound bool
+}
+
+func (m *sessionIDs) Generate() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	id := hex.EncodeToString(b)
+	m.s.mu.Lock()
+	m.s.subs[id] = m.sub
+	m.s.mu.Unlock()
+	return id
+}
+
+func (m *sessionIDs) Validate(id string) (bool, error) {
+	if !m.bound {
+		m.s.mu.Lock()
+		_, ok := m.s.subs[id]
+		m.s.mu.Unlock()
+		if !ok {
+			return false, errUnknownSession
+		}
+		return false, nil
+	}
+	return false, m.s.check(id, m.sub)
+}
+
+func (m *sessionIDs) Terminate(id string) (bool, error) {
+	if m.bound {
+		if err := m.s.check(id, m.sub); err != nil {
+			return false, err
+		}
+	}
+	m.s.mu.Lock()
+	delete(m.s.subs, id)
+	m.s.mu.Unlock()
+	return false, nil
+}
+
+// idKey is the canonical text of a JSON-RPC id ("" when absent or null).
+func idKey(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return ""
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// Middleware enforces the session rules in front of mcp-go's handler (it
+// runs after authentication, so the principal is in the request context)
+// and suppresses the reply of a request the client cancelled.
+func (s *httpSessions) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) {
+			next.ServeHTTP(w, r) // no protocol-level sessions
+			return
+		}
+		var h head
+		if r.Method == http.MethodPost {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				var tooBig *http.MaxBytesError
+				if errors.As(err, &tooBig) {
+					http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
+					return
+				}
+				http.Error(w, "read request body: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			h = scanHead(body)
+			if h.method == string(mcp.MethodInitialize) {
+				next.ServeHTTP(w, r)
+				return
+			}
+		}
+		switch r.Method {
+		case http.MethodPost, http.MethodGet, http.MethodDelete:
+		default:
+			next.ServeHTTP(w, r)
+			return
+		}
+		id := r.Header.Get(server.HeaderKeySessionID)
+		if id == "" {
+			http.Error(w, "missing Mcp-Session-Id header: send initialize first, then the session id it returned", http.StatusBadRequest)
+			return
+		}
+		p, _ := auth.PrincipalFrom(r.Context())
+		if err := s.check(id, p.Sub); err != nil {
+			// Another subject's session is "not found" too: existence does not leak.
+			http.Error(w, "session not found (unknown, terminated or not yours): initialize a new session", http.StatusNotFound)
+			return
+		}
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if h.method == string(mcp.MethodNotificationCancelled) {
+			s.cancel(inflightKey{id, h.requestID})
+			next.ServeHTTP(w, r)
+			return
+		}
+		rid := h.id
+		if h.method == "" || rid == "" {
+			next.ServeHTTP(w, r) // a notification or a response to the server
+			return
+		}
+		key := inflightKey{id, rid}
+		ctx, cancel := context.WithCancel(r.Context())
+		req := &inflightReq{cancel: cancel}
+		s.mu.Lock()
+		s.inflight[key] = req
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			if s.inflight[key] == req {
+				delete(s.inflight, key)
+			}
+			s.mu.Unlock()
+			cancel()
+		}()
+		tw := &trackingWriter{ResponseWriter: w}
+		next.ServeHTTP(tw, r.WithContext(ctx))
+		s.mu.Lock()
+		cancelled := req.cancelled
+		s.mu.Unlock()
+		if cancelled && !tw.wrote.Load() {
+			// No reply for a cancelled request: an empty event stream.
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+		}
+	})
+}
+
+// cancel ends the HTTP response of an in-flight request; mcp-go then
+// writes no reply for it (its handler's context ends too).
+func (s *httpSessions) cancel(key inflightKey) {
+	s.mu.Lock()
+	req := s.inflight[key]
+	if req != nil {
+		req.cancelled = true
+	}
+	s.mu.Unlock()
+	if req != nil {
+		req.cancel()
+	}
+}
+
+// trackingWriter records whether a response was started.
+type trackingWriter struct {
+	http.ResponseWriter
+	wrote atomic.Bool // mcp-go writes from more than one goroutine
+}
+
+func (t *trackingWriter) WriteHeader(code int) {
+	t.wrote.Store(true)
+	t.ResponseWriter.WriteHeader(code)
+}
+
+func (t *trackingWriter) Write(p []byte) (int, error) {
+	t.wrote.Store(true)
+	return t.ResponseWriter.Write(p)
+}
+
+func (t *trackingWriter) Flush() {
+	if f, ok := t.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }

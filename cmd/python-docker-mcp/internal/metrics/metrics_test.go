@@ -1,0 +1,89 @@
+package metrics
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/python-docker-mcp/python-docker-mcp/executor"
+)
+
+func TestClassify(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	denied := &mcp.CallToolResult{IsError: true, StructuredContent: map[string]any{"status": "denied",
+		"violations": []any{map[string]any{"rule": "modules.blocked"}, map[string]any{"rule": "calls.blocked"}}}}
+	type out struct {
+		Status, SessionID string
+		Rules             []string
+	}
+	for name, c := range map[string]struct {
+		ctx  context.Context
+		res  *mcp.CallToolResult
+		err  error
+		want out
+	}{
+		"ok":         {context.Background(), &mcp.CallToolResult{StructuredContent: map[string]any{"status": "ok", "session_id": "s"}}, nil, out{"ok", "s", nil}},
+		"denied":     {context.Background(), denied, nil, out{"denied", "", []string{"modules.blocked", "calls.blocked"}}},
+		"no status":  {context.Background(), &mcp.CallToolResult{StructuredContent: map[string]any{"path": "x"}}, nil, out{"ok", "", nil}},
+		"tool error": {context.Background(), &mcp.CallToolResult{IsError: true}, nil, out{"error", "", nil}},
+		"typed": {context.Background(), &mcp.CallToolResult{StructuredContent: struct {
+			Status string `json:"status"`
+		}{"timeout"}}, nil, out{"timeout", "", nil}},
+		"cancelled": {cancelled, denied, nil, out{"cancelled", "", nil}},
+		"protocol":  {context.Background(), nil, context.DeadlineExceeded, out{"error", "", nil}},
+	} {
+		r := Classify(c.ctx, c.res, c.err)
+		if diff := cmp.Diff(c.want, out{r.Status, r.SessionID, r.Rules}); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", name, diff)
+		}
+	}
+}
+
+// TestExposition checks the names and values a scrape shows.
+func TestExposition(t *testing.T) {
+	m := New(Sources{
+		Executor: func() executor.Stats {
+			return executor.Stats{Pools: []executor.PoolStats{{Kind: "transient", Size: 2, Idle: 1, Hits: 5, Misses: 3}},
+				SandboxStarts: 9, SandboxStartFailures: 1, Sandboxes: 4, Sessions: 2}
+		},
+		MCPSessions: func() int { return 3 },
+	})
+	h := m.Middleware(func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{IsError: true, StructuredContent: map[string]any{"status": "denied",
+			"violations": []any{map[string]any{"rule": "modules.blocked"}}}}, nil
+	})
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "execute-transient"
+	h(context.Background(), req)
+	h(context.Background(), req)
+	want := `
+# HELP python_docker_mcp_policy_denials_total Violations of denied tool calls, by rule (a call denied by two rules counts once for each).
+# TYPE python_docker_mcp_policy_denials_total counter
+python_docker_mcp_policy_denials_total{rule="modules.blocked"} 2
+# HELP python_docker_mcp_pool_misses_total Calls that found the pool empty (or asked for other limits) and started a cold sandbox, by kind.
+# TYPE python_docker_mcp_pool_misses_total counter
+python_docker_mcp_pool_misses_total{kind="transient"} 3
+# HELP python_docker_mcp_mcp_sessions Live MCP sessions (Streamable HTTP sessions issued and not terminated; 1 over stdio).
+# TYPE python_docker_mcp_mcp_sessions gauge
+python_docker_mcp_mcp_sessions 3
+# HELP python_docker_mcp_sandbox_start_failures_total Sandbox starts that failed (Docker error, missing image, runner not ready).
+# TYPE python_docker_mcp_sandbox_start_failures_total counter
+python_docker_mcp_sandbox_start_failures_total 1
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want),
+		"python_docker_mcp_policy_denials_total", "python_docker_mcp_pool_misses_total",
+		"python_docker_mcp_mcp_sessions", "python_docker_mcp_sandbox_start_failures_total"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(m.calls); n != 1 {
+		t.Errorf("%d call series, want 1", n)
+	}
+	if v := testutil.ToFloat64(m.calls.WithLabelValues("execute-transient", "denied")); v != 2 {
+		t.Errorf("denied calls %v, want 2", v)
+	}
+}

@@ -1,0 +1,152 @@
+package executor
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+)
+
+// Labels that say which server process owns a sandbox or volume, so the
+// startup reaper of one server never removes another live server's
+// containers, also when servers run in containers (replicas) where
+// hostnames may repeat and pids collide (every server may be pid 1).
+const (
+	// LabelPIDNS is the owning process's pid namespace (the target of
+	// /proc/self/ns/pid, e.g. "pid:[4026532194]"): LabelPID means something
+	// only to a process in the same namespace.
+	LabelPIDNS = "python-docker-mcp.pidns"
+	// LabelServer is the id of the container the owning server runs in
+	// ("" or absent when it runs on the host): that server is alive as long
+	// as its container runs.
+	LabelServer = "python-docker-mcp.server"
+)
+
+// identity is where this server process runs.
+type identity struct {
+	pidns     string // "" when unknown
+	container string // own container id; "" on the host or when unknown
+}
+
+// stamp writes the identity into a sandbox's or volume's metadata.
+func (id identity) stamp(m *sandboxMeta) {
+	m.PIDNS, m.Server = id.pidns, id.container
+}
+
+var containerIDInPath = regexp.MustCompile(`/containers/([0-9a-f]{64})/(hostname|hosts|resolv\.conf)$`)
+
+// containerInMount returns the container id of a /proc/self/mountinfo line
+// that mounts Docker's per-container hostname, hosts or resolv.conf file
+// at its place in /etc (m[1]), or nil. Only the mount point counts: on a
+// Docker host the host's own mount table lists other containers' files
+// (their shm mounts), never at /etc/hostname.
+func containerInMount(line string) []string {
+	f := strings.Fields(line)
+	if len(f) < 5 {
+		return nil
+	}
+	switch f[4] {
+	case "/etc/hostname", "/etc/hosts", "/etc/resolv.conf":
+		return containerIDInPath.FindStringSubmatch(f[3])
+	}
+	return nil
+}
+
+// selfIdentity finds this process's pid namespace and, when it runs in a
+// Docker container, that container's id: Docker bind-mounts the
+// container's hostname, hosts and resolv.conf files from
+// /var/lib/docker/containers/ID/, which /proc/self/mountinfo shows. The id
+// counts only if the daemon knows a running container by it (the
+// server talks to the daemon it runs under).
+func selfIdentity(ctx context.Context, docker dockerAPI) identity {
+	var id identity
+	if ns, err := os.Readlink("/proc/self/ns/pid"); err == nil {
+		id.pidns = ns
+	}
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return id
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		m := containerInMount(sc.Text())
+		if m == nil {
+			continue
+		}
+		if res, err := docker.ContainerInspect(ctx, m[1], client.ContainerInspectOptions{}); err == nil && res.Container.State != nil && res.Container.State.Running {
+			id.container = m[1]
+		}
+		break
+	}
+	return id
+}
+
+// ownerCheck decides, for one reaper pass, whether a labelled sandbox or
+// volume belongs to a server that is gone. It caches container lookups.
+type ownerCheck struct {
+	e       *Executor
+	ctx     context.Context
+	running map[string]bool
+}
+
+func (e *Executor) newOwnerCheck(ctx context.Context) *ownerCheck {
+	return &ownerCheck{e: e, ctx: ctx, running: map[string]bool{}}
+}
+
+// alive says whether the server that labelled l may still be running; when
+// in doubt it says yes (a leftover stays; a live server's sandbox is never
+// removed).
+func (o *ownerCheck) alive(l map[string]string) bool {
+	e := o.e
+	if _, ok := liveInstances.Load(l[LabelInstance]); ok {
+		return true
+	}
+	pidAlive := func() bool {
+		pid, err := strconv.Atoi(l[LabelPID])
+		return err == nil && pid != e.pid && processAlive(pid)
+	}
+	if srv := l[LabelServer]; srv != "" {
+		if srv == e.self.container {
+			// This very container: in the same pid namespace the pid
+			// check applies; in another one it was an earlier run of this
+			// container (restarted), which is gone.
+			return l[LabelPIDNS] == e.self.pidns && pidAlive()
+		}
+		return o.containerRunning(srv)
+	}
+	if h := l[LabelHost]; h != "" && h != e.host {
+		return true // another machine's server shares this daemon
+	}
+	if ns := l[LabelPIDNS]; ns != "" && ns != e.self.pidns {
+		return true // a server in another pid namespace: its pid means nothing here
+	}
+	if l[LabelPIDNS] == "" && e.self.container != "" {
+		return true // written by a server without these labels; its pid is not ours to check
+	}
+	return pidAlive()
+}
+
+// containerRunning says whether the daemon runs a container with this id;
+// true when the daemon cannot say.
+func (o *ownerCheck) containerRunning(id string) bool {
+	if v, ok := o.running[id]; ok {
+		return v
+	}
+	res, err := o.e.docker.ContainerInspect(o.ctx, id, client.ContainerInspectOptions{})
+	v := true
+	switch {
+	case err == nil:
+		v = res.Container.State != nil && res.Container.State.Running
+	case cerrdefs.IsNotFound(err):
+		v = false
+	}
+	o.running[id] = v
+	return v
+}

@@ -1,0 +1,130 @@
+package executor
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
+)
+
+// TestReaperTellsReplicasApart plays servers running as containers on one
+// daemon (replicas: the same hostname with host networking, and pid 1 in
+// every container). A new executor must remove only the leftovers of a
+// replica whose container is gone, never those of one that runs, nor
+// those whose owner it cannot check.
+func TestReaperTellsReplicasApart(t *testing.T) {
+	cfg := config.Default()
+	cli := dockertest.RequireImage(t, cfg.Docker.Image)
+	ctx := tctx(t, 2*time.Minute)
+	host, _ := os.Hostname()
+	create := func(labels map[string]string, cmd ...string) string {
+		labels["python-docker-mcp.test"] = "1"
+		c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+			Config:     &container.Config{Image: cfg.Docker.Image, Entrypoint: cmd, Labels: labels},
+			HostConfig: &container.HostConfig{NetworkMode: "none"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cli.ContainerRemove(context.Background(), c.ID, client.ContainerRemoveOptions{Force: true})
+		})
+		return c.ID
+	}
+	exists := func(id string) bool {
+		_, err := cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+		return err == nil
+	}
+	// Two "server containers": one running, one stopped (its server crashed).
+	liveServer := create(map[string]string{}, "python3", "-c", "import time; time.sleep(300)")
+	if _, err := cli.ContainerStart(ctx, liveServer, client.ContainerStartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadServer := create(map[string]string{}, "python3", "-c", "pass")
+
+	replica := func(server, pidns string) map[string]string {
+		return map[string]string{LabelKind: KindTransient, LabelPID: "1", LabelHost: host, LabelInstance: randomHex(8),
+			LabelServer: server, LabelPIDNS: pidns}
+	}
+	ofLive := create(replica(liveServer, "pid:[1]"), "python3", "-c", "pass")
+	ofDead := create(replica(deadServer, "pid:[2]"), "python3", "-c", "pass")
+	ofGone := create(replica("0000000000000000000000000000000000000000000000000000000000000000", "pid:[3]"), "python3", "-c", "pass")
+	// A server in another pid namespace whose container is unknown: its
+	// pid 1 says nothing about it here.
+	unknown := replica("", "pid:[4]")
+	delete(unknown, LabelServer)
+	ofUnknown := create(unknown, "python3", "-c", "pass")
+
+	newExec(t, nil)
+	for name, c := range map[string]struct {
+		id   string
+		want bool
+	}{
+		"running replica's sandbox":        {ofLive, true},
+		"stopped replica's sandbox":        {ofDead, false},
+		"removed replica's sandbox":        {ofGone, false},
+		"sandbox of another pid namespace": {ofUnknown, true},
+	} {
+		if got := exists(c.id); got != c.want {
+			t.Errorf("%s: exists after New = %v, want %v", name, got, c.want)
+		}
+	}
+
+	// Seen from a server that is itself pid 1 in a container (where the
+	// old host+pid rule took every replica's pid 1 for its own).
+	self := &Executor{pid: 1, host: host, docker: cli, self: identity{pidns: "pid:[9]", container: deadServer}}
+	check := self.newOwnerCheck(ctx)
+	for name, c := range map[string]struct {
+		labels map[string]string
+		want   bool
+	}{
+		"a running replica, also pid 1":            {replica(liveServer, "pid:[1]"), true},
+		"an earlier run of this container":         {replica(deadServer, "pid:[8]"), false},
+		"this container and pid namespace, closed": {replica(deadServer, "pid:[9]"), false},
+		"a replica without a known container":      {unknown, true},
+	} {
+		if got := check.alive(c.labels); got != c.want {
+			t.Errorf("%s: alive = %v, want %v", name, got, c.want)
+		}
+	}
+}
+
+// TestSandboxesCarryTheOwnerIdentity checks the labels the reaper reads.
+func TestSandboxesCarryTheOwnerIdentity(t *testing.T) {
+	meta := sandboxMeta{Kind: KindTransient, PIDNS: "pid:[7]", Server: "abc"}
+	l := meta.labels()
+	if l[LabelPIDNS] != "pid:[7]" || l[LabelServer] != "abc" {
+		t.Errorf("labels %v lack the owner identity", l)
+	}
+	ns, _ := os.Readlink("/proc/self/ns/pid")
+	if id := selfIdentity(context.Background(), dockertest.Require(t)); id.pidns != ns {
+		t.Errorf("pid namespace %q, want %q", id.pidns, ns)
+	}
+}
+
+func TestContainerInMount(t *testing.T) {
+	id := strings.Repeat("ab", 32)
+	for line, want := range map[string]string{
+		"103 84 254:0 /var/lib/docker/containers/" + id + "/hostname /etc/hostname rw,relatime - ext4 /dev/vda rw":          id,
+		"102 84 254:0 /home/u/.local/share/docker/containers/" + id + "/resolv.conf /etc/resolv.conf rw - ext4 /dev/vda rw": id,
+		// A Docker host lists other containers' shm mounts: not its own container.
+		"590 29 0:52 / /var/lib/docker/containers/" + id + "/mounts/shm rw,nosuid - tmpfs shm rw": "",
+		"30 1 254:0 / / rw,relatime - ext4 /dev/vda rw":                                           "",
+		"short": "",
+	} {
+		got := ""
+		if m := containerInMount(line); m != nil {
+			got = m[1]
+		}
+		if got != want {
+			t.Errorf("containerInMount(%q) = %q, want %q", line, got, want)
+		}
+	}
+}
