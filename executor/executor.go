@@ -477,16 +477,17 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 		imports = []analyze.Import{}
 	}
 	frame := map[string]any{
-		"op":        "run",
-		"code":      req.Code,
-		"transient": transient,
-		"imports":   imports,
-		"modules":   e.modules(req.Modules),
+		"op":           "run",
+		"code":         req.Code,
+		"transient":    transient,
+		"imports":      imports,
+		"modules":      e.modules(req.Modules),
+		"capabilities": req.Capabilities,
 		"limits": map[string]any{
 			"timeout_ms":       lim.Timeout.Milliseconds(),
 			"max_output_bytes": e.outputCap(),
-			"max_state_bytes":  int64(e.cfg.Limits.MaxStateBytes),
-			"max_image_bytes":  int64(e.cfg.Limits.MaxImageBytes),
+			"max_state_bytes":  e.stateCap(),
+			"max_image_bytes":  e.imageCap(),
 			"max_images":       maxImages,
 		},
 	}
@@ -495,7 +496,7 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 	}
 	req.progress("running")
 	t0 := time.Now()
-	resp, fail, err := e.roundTrip(ctx, sb, frame, lim.Timeout+interruptGrace, !transient)
+	resp, fail, err := e.roundTrip(ctx, sb, frame, lim.Timeout+interruptGrace, !transient, e.runReplyLimit())
 	if err != nil {
 		return nil, fmt.Errorf("run cancelled: %w", err)
 	}
@@ -510,6 +511,7 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 			DurationMS: float64(time.Since(t0).Microseconds()) / 1000,
 		}, nil
 	}
+	e.capResult(resp, transient)
 	res := &Result{
 		Status:          resp.Status,
 		Stdout:          resp.Stdout,
@@ -522,6 +524,7 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 		Images:          resp.Images,
 		Files:           resp.Files,
 		DurationMS:      resp.DurationMS,
+		StateLost:       !transient && resp.StateLost,
 	}
 	if transient && len(resp.State) > 0 && !bytes.Equal(resp.State, []byte("null")) {
 		res.State = resp.State

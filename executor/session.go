@@ -393,7 +393,14 @@ func (e *Executor) fileOp(ctx context.Context, owner, sessionID string, frame ma
 	if err != nil {
 		return nil, err
 	}
-	resp, fail, err := e.roundTrip(ctx, sb, frame, 30*time.Second, false)
+	limit := int64(idleFrameLimit)
+	switch frame["op"] {
+	case "read":
+		limit = e.readReplyLimit()
+	case "list":
+		limit = listReplyLimit
+	}
+	resp, fail, err := e.roundTrip(ctx, sb, frame, 30*time.Second, false, limit)
 	if sb.dead.Load() {
 		e.mu.Lock()
 		if s.sb == sb {
