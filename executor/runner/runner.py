@@ -534,10 +534,6 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
         elif spec.origin and os.path.isabs(spec.origin):
             origins.append((os.path.realpath(spec.origin), top))
     origins = tuple(origins)
-    # ctypes' own Python code is part of a ctypes call: its events are
-    # judged by the frame that called into ctypes.
-    ctypes_dicts = frozenset(id(m.__dict__) for n, m in list(sys.modules.items())
-                             if m is not None and (n == "ctypes" or n.startswith("ctypes.")))
     # The runner's /proc entries, except what ps shows (cmdline, stat,
     # status): the kernel refuses the rest too (the runner is
     # non-dumpable), this names the reason.
@@ -585,15 +581,17 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
             f = f.f_back
         return f
 
-    def judge(f, name, fromlist, static, _is_user=is_user, _allowed=allowed, _blocked=blocked, _strval=strval,
-              _denied=_module_denied, _dynamic=frozenset(("__import__", "import_module", "_gcd_import", "_bootstrap"))):
+    def judge(f, name, fromlist, static, via_c=False, _is_user=is_user, _allowed=allowed, _blocked=blocked,
+              _strval=strval, _denied=_module_denied,
+              _dynamic=frozenset(("__import__", "import_module", "_gcd_import", "_bootstrap"))):
         if not (_allowed or _blocked):
             return
         user = _is_user(f)
         if not user:
-            # A library's import statement, or C code it called importing
-            # (its code names no import function), is the library's own.
-            if static or f is None or _dynamic.isdisjoint(f.f_code.co_names):
+            # A library's import statement is the library's own; so is an
+            # import by C code it called, seen through builtins.__import__
+            # (via_c: its code names no import function).
+            if static or f is None or (via_c and _dynamic.isdisjoint(f.f_code.co_names)):
                 return
             pkg = _strval(dict.get(f.f_globals, "__name__"))
             if pkg and name.split(".", 1)[0] == pkg.split(".", 1)[0]:
@@ -636,7 +634,7 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
              _importer=importer, _judge=judge, _static=static_import, _check_path=check_path,
              _blocked=blocked, _allowed=allowed, _origins=origins, _writable=writable, _strval=strval,
              _ours=ours, _code=types.CodeType, _machinery=machinery, _id=id, _tainted=tainted,
-             _ctypes_dicts=ctypes_dicts, _main=main_ident):
+             _main=main_ident, _runner_id=id(runner_globals)):
         if type(event) is not str:
             return
         tid = _ident()
@@ -692,9 +690,14 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
                 if len(args) > 2 and type(args[1]) is str and args[1] == "__code__" and type(args[2]) is _code:
                     _taint(args[2])
             elif event == "import":
+                # A module not imported yet. Through the runner's
+                # __import__ it was judged already; otherwise the caller
+                # used the interpreter's own (a library that kept it): an
+                # import statement is static, a call is computed.
                 name = _strval(args[0]) if args else None
-                if name:
-                    imp = _importer(_getframe(1))
+                f = _getframe(1)
+                if name and f is not None and _id(f.f_globals) != _runner_id:
+                    imp = _importer(f)
                     _judge(imp, name, (), _static(imp) if imp is not None else True)
             elif event == "pdm.import":
                 name = _strval(args[0]) if args else None
@@ -703,7 +706,7 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
                 # module being loaded (an extension's init) imports.
                 if name and type(f) is types.FrameType and _id(f.f_globals) not in _machinery:
                     fl = args[1] if type(args[1]) in (list, tuple) else ()
-                    _judge(f, name, fl, _static(f))
+                    _judge(f, name, fl, _static(f), True)
             elif event == "open":
                 if args:
                     _check_path(args[0])
@@ -729,8 +732,13 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
                         raise PermissionError(errno.EPERM, _MSG["native_code"])
                 if _blocked or _allowed:
                     why = _module_denied("ctypes", _allowed, _blocked)
+                    # ctypes' own Python code is part of a ctypes call: the
+                    # frame that called into ctypes is judged.
                     f = _getframe(1)
-                    while f is not None and _id(f.f_globals) in _ctypes_dicts:
+                    while f is not None and not _is_user(f):
+                        mod = _strval(dict.get(f.f_globals, "__name__"))
+                        if not mod or not (mod == "ctypes" or mod.startswith("ctypes.")):
+                            break
                         f = f.f_back
                     if why and (_is_user(f) or _ident() != _main):
                         raise PermissionError(errno.EPERM, "%s is refused at run time: %s" % (event, why))
@@ -758,12 +766,29 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
     ours.update(id(fn) for fn in keep)
     _GUARD_KEEP.append(keep)  # alive for good: their ids must stay theirs
     sys.addaudithook(hook)
+    # Blocked modules already imported (by the runner, or a preload) are
+    # forgotten, so that importing one by name goes through the import
+    # system, where the hook sees it, even through an __import__ a library
+    # kept. Modules that hold them keep their reference. The interpreter's
+    # core modules stay: the runner's __import__ judges them.
+    if blocked:
+        for name in list(sys.modules):
+            top = name.split(".", 1)[0]
+            if top in _CORE or (top.startswith("_") and name in sys.builtin_module_names):
+                continue
+            if _module_denied(name, (), blocked):
+                sys.modules.pop(name, None)
     builtins.__import__ = guarded_import
     importlib.import_module = guarded_import_module
     importlib.__import__ = guarded_import
 
 
 _GUARD_KEEP = []
+_CORE = frozenset(("os", "sys", "posix", "builtins", "io", "_io", "abc", "_abc", "codecs", "_codecs", "encodings",
+                   "importlib", "_imp", "_thread", "threading", "_weakref", "weakref", "marshal", "time", "zipimport",
+                   "posixpath", "genericpath", "stat", "_stat", "signal", "_signal", "errno", "_warnings", "warnings",
+                   "types", "functools", "collections", "json", "ast", "struct", "_struct", "select", "traceback",
+                   "linecache", "opcode", "sysconfig", "base64", "_collections_abc", "site", "math", "gc"))
 
 
 def _explain_eperm(e, denied):
@@ -1029,6 +1054,8 @@ class _Worker:
 
 def _worker_main(ctrl_r, res_w, out_w, err_w):
     # Only what the worker needs: no protocol, no diagnostics channel.
+    global _PROTO_IN, _PROTO_OUT, _DIAG
+    _PROTO_IN = _PROTO_OUT = _DIAG = -1
     os.dup2(_DEVNULL, 0)
     os.dup2(out_w, 1)
     os.dup2(err_w, 2)
@@ -1080,6 +1107,7 @@ def _worker_main(ctrl_r, res_w, out_w, err_w):
             denied = _denied_classes(caps if isinstance(caps, dict) else None)
             guarded = True
         resp = _worker_run(req, denied)
+        resp["nonce"] = req.get("nonce")
         _write_all(res_w, _encode(resp))
         if req.get("transient"):
             os._exit(0)
@@ -1281,12 +1309,14 @@ _STATUSES = ("ok", "error", "timeout", "oom", "killed")
 _INVALID = "the sandbox sent an invalid reply"
 
 
-def _clean_reply(raw, transient, max_out, max_state, max_img, max_images):
+def _clean_reply(raw, nonce, transient, max_out, max_state, max_img, max_images):
     """Validates a worker's result and re-applies every cap to it: the
     worker runs user code, so its reply is untrusted."""
     r = json.loads(raw)
     if not isinstance(r, dict):
         raise ValueError("the result is not an object")
+    if r.get("nonce") != nonce:
+        raise ValueError("the result does not carry this call's nonce")
     out = {}
     status = r.get("status")
     if status not in _STATUSES:
@@ -1494,6 +1524,7 @@ class _Runner:
         out, err = _Capture(max_out), _Capture(max_out)
         child = dict(req)
         child["cell"] = cell_name
+        child["nonce"] = nonce = os.urandom(16).hex()
         child.pop("imports", None)
         pending = bytearray(_encode(child))
         reader = _FrameReader(w.res, _result_cap(max_out, max_state, max_img, max_images))
@@ -1590,7 +1621,7 @@ class _Runner:
         resp = None
         if reply is not None:
             try:
-                resp = _clean_reply(reply, transient, max_out, max_state, max_img, max_images)
+                resp = _clean_reply(reply, nonce, transient, max_out, max_state, max_img, max_images)
             except (ValueError, TypeError, RecursionError) as e:
                 fail = ("killed", "SandboxKilled", "%s: %s" % (_INVALID, e))
         if resp is None:
