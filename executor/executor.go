@@ -489,6 +489,7 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 			"max_state_bytes":  e.stateCap(),
 			"max_image_bytes":  e.imageCap(),
 			"max_images":       maxImages,
+			"grace_ms":         runnerGrace.Milliseconds(),
 		},
 	}
 	if transient && len(req.State) > 0 {

@@ -76,7 +76,7 @@ os.dup2(_DEVNULL, 1)
 os.dup2(_DEVNULL, 2)
 
 _WORKDIR = os.getcwd()
-_GRACE = 1.0  # seconds the worker gets to stop after its time limit or a cancel
+_GRACE = 1.0  # seconds the worker gets to stop after its time limit or a cancel (default)
 
 # Output limits of the result a worker sends (the runner re-applies them).
 _MAX_ERROR_TEXT = 64 << 10
@@ -495,7 +495,6 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
     import importlib._bootstrap as _bs
     import importlib._bootstrap_external as _bse
     import opcode
-    import weakref
 
     allowed = tuple(allowed)
     blocked = tuple(blocked)
@@ -1027,6 +1026,7 @@ class _Worker:
         except (OSError, AttributeError):
             self.pidfd = -1  # the poll loop then looks every 100 ms
         self.key = None  # capabilities and module rules, fixed at the first run
+        self.hung_up = set()  # output pipes whose every writer is gone
         self.runs = 0
         self.dead = False
         self.status = None
@@ -1411,6 +1411,9 @@ class _Runner:
 
     def serve(self):
         _send({"op": "ready", "pid": _PID, "python": sys.version.split()[0]})
+        # What every worker's first call would otherwise pay (the metadata
+        # finder's import), paid once here.
+        importlib.invalidate_caches()
         self.spare()
         while True:
             if not self.pending:
@@ -1445,19 +1448,24 @@ class _Runner:
         p.register(_PROTO_IN, select.POLLIN)
         w = self.worker
         if w is not None and not w.dead:
-            p.register(w.out, select.POLLIN)
-            p.register(w.err, select.POLLIN)
+            for fd in (w.out, w.err):
+                if fd not in w.hung_up:
+                    p.register(fd, select.POLLIN)
             if w.pidfd >= 0:
                 p.register(w.pidfd, select.POLLIN)
-            p.register(w.res, select.POLLIN)
+            if w.res not in w.hung_up:
+                p.register(w.res, select.POLLIN)
         for fd, _ in p.poll(1000 if w is None or w.pidfd >= 0 else 100):
             if fd == _PROTO_IN:
                 self.read_protocol()
             elif w is not None and fd in (w.out, w.err, w.res):
                 try:
-                    os.read(fd, 1 << 16)  # written between calls (threads of a session): dropped
-                except OSError:
+                    if not os.read(fd, 1 << 16):  # written between calls (threads of a session): dropped
+                        w.hung_up.add(fd)
+                except BlockingIOError:
                     pass
+                except OSError:
+                    w.hung_up.add(fd)
         _reap(w)
         if w is not None and w.dead:
             w.kill()
@@ -1491,6 +1499,7 @@ class _Runner:
         max_img = int(lim.get("max_image_bytes") or (4 << 20))
         max_images = int(lim.get("max_images") or 16)
         timeout = float(lim.get("timeout_ms") or 30000) / 1000.0
+        grace = min(max(float(lim.get("grace_ms") or _GRACE * 1000) / 1000.0, 0.1), 10.0)
         transient = bool(req.get("transient"))
         self.cells += 1
         cell_name = "<cell-%d>" % self.cells
@@ -1504,6 +1513,7 @@ class _Runner:
         lost = self.lost
         self.lost = False
         note = ""
+        _reap(self.worker)
         w = self.worker
         if w is not None and (w.dead or (w.key is not None and w.key != key)):
             if w.key is not None and w.key != key and not w.dead:
@@ -1542,7 +1552,7 @@ class _Runner:
                 except OSError:
                     pass
             nonlocal kill_at
-            kill_at = time.monotonic() + _GRACE
+            kill_at = time.monotonic() + grace
 
         while reply is None and fail is None:
             now = time.monotonic()
@@ -1552,19 +1562,20 @@ class _Runner:
                     os.kill(w.pid, signal.SIGUSR1)
                 except OSError:
                     pass
-                kill_at = now + _GRACE
+                kill_at = now + grace
             if kill_at is not None and now >= kill_at:
                 if now >= deadline:
-                    fail = ("timeout", "Timeout", "execution exceeded the time limit of %gs and did not stop within %gs; its interpreter was killed" % (timeout, _GRACE))
+                    fail = ("timeout", "Timeout", "execution exceeded the time limit of %gs and did not stop within %gs; its interpreter was killed" % (timeout, grace))
                 else:
-                    fail = ("killed", "SandboxKilled", "the run was cancelled and did not stop within %gs; its interpreter was killed" % _GRACE)
+                    fail = ("killed", "SandboxKilled", "the run was cancelled and did not stop within %gs; its interpreter was killed" % grace)
                 break
             wait = (kill_at if kill_at is not None else deadline) - now
             p = select.poll()
             p.register(_PROTO_IN, select.POLLIN)
             p.register(w.res, select.POLLIN)
-            p.register(w.out, select.POLLIN)
-            p.register(w.err, select.POLLIN)
+            for fd in (w.out, w.err):
+                if fd not in w.hung_up:
+                    p.register(fd, select.POLLIN)
             if w.pidfd >= 0:
                 p.register(w.pidfd, select.POLLIN)
             if pending:
@@ -1585,7 +1596,8 @@ class _Runner:
                     except OSError:
                         pending.clear()
                 elif fd == w.out or fd == w.err:
-                    self.drain(fd, out if fd == w.out else err)
+                    if not self.drain(fd, out if fd == w.out else err):
+                        w.hung_up.add(fd)
                 elif fd == w.res:
                     reader.feed()
                     try:
@@ -1660,13 +1672,16 @@ class _Runner:
         return resp
 
     def drain(self, fd, cap):
+        """Reads what is in fd now into cap; False once every writer is gone."""
         while True:
             try:
                 b = os.read(fd, 1 << 16)
-            except (BlockingIOError, OSError):
-                return
+            except BlockingIOError:
+                return True
+            except OSError:
+                return False
             if not b:
-                return
+                return False
             cap.add(b)
 
 
