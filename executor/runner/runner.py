@@ -280,14 +280,14 @@ def _check_facts(req, cell_name):
 
 # ---------------------------------------------------------------- policy messages
 
-_MSG = {
+_MSG = types.MappingProxyType({
     "processes": "process creation is not allowed by the sandbox policy (policy.capabilities.processes is false)",
     "sockets": "opening sockets is not allowed by the sandbox policy (policy.capabilities.sockets is empty)",
     "pty": "pseudo-terminals are not allowed by the sandbox policy (policy.capabilities.pty is false)",
     "native_code": "loading native code is not allowed by the sandbox policy (policy.capabilities.native_code is false)",
-}
-_FAMILIES = {"unix": 1, "inet": 2, "inet6": 10}
-_FAMILY_NAMES = {1: "unix", 2: "inet", 10: "inet6"}
+})
+_FAMILIES = types.MappingProxyType({"unix": 1, "inet": 2, "inet6": 10})
+_FAMILY_NAMES = types.MappingProxyType({1: "unix", 2: "inet", 10: "inet6"})
 
 
 def _socket_msg(family, allowed):
@@ -458,12 +458,12 @@ def _install_seccomp(caps):
 # ---------------------------------------------------------------- runtime guard
 
 # A module and its C implementation are one module for the rules.
-_TWINS = {
+_TWINS = types.MappingProxyType({
     "_socket": "socket", "_posixsubprocess": "subprocess", "_ctypes": "ctypes", "posix": "os",
     "_multiprocessing": "multiprocessing", "_ssl": "ssl", "_pickle": "pickle", "_posixshmem": "multiprocessing",
     "_asyncio": "asyncio", "_sqlite3": "sqlite3", "_signal": "signal", "_thread": "threading",
     "_io": None,
-}
+})
 
 
 class ModuleBlockedError(ImportError):
@@ -543,6 +543,7 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
     tainted = {}
     depth = {}
     ours = set()
+    kept = []  # the guard's functions, alive for good: their ids must stay theirs
 
     def strval(x, _str=str, _join="".join):
         t = type(x)
@@ -613,7 +614,7 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
             return False
 
     def check_path(path, _proc=proc_prefixes, _public=proc_public, _ptmx=ptmx, _denied=denied, _trusted=_TRUSTED,
-                   _strval=strval):
+                   _strval=strval, _realpath=os.path.realpath):
         if type(path) is bytes:
             path = path.decode("utf-8", "surrogateescape")
         path = _strval(path)
@@ -621,7 +622,7 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
             return
         if path.startswith(_trusted) and "/.." not in path:
             return
-        real = os.path.realpath(path)
+        real = _realpath(path)
         if (real.startswith(_proc) or real + "/" in _proc) and real not in _public:
             raise PermissionError(errno.EACCES, "opening %s is not allowed in the sandbox (it belongs to the sandbox's runner)" % path)
         if "pty" in _denied and real in _ptmx:
@@ -633,7 +634,8 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
              _importer=importer, _judge=judge, _static=static_import, _check_path=check_path,
              _blocked=blocked, _allowed=allowed, _origins=origins, _writable=writable, _strval=strval,
              _ours=ours, _code=types.CodeType, _machinery=machinery, _id=id, _tainted=tainted,
-             _main=main_ident, _runner_id=id(runner_globals)):
+             _main=main_ident, _runner_id=id(runner_globals), _frame_type=types.FrameType,
+             _realpath=os.path.realpath, _kept=kept):
         if type(event) is not str:
             return
         tid = _ident()
@@ -673,7 +675,7 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
                         # blocked module's file requested for user code.
                         imp = _importer(caller)
                         if _origins and imp is not None and (_is_user(imp) or not _static(imp)):
-                            real = os.path.realpath(code.co_filename)
+                            real = _realpath(code.co_filename)
                             for origin, name in _origins:
                                 if real == origin or real.startswith(origin):
                                     _judge(imp, name, (), False)
@@ -703,7 +705,7 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
                 f = args[2] if len(args) > 2 else None
                 # Called from the import system's own frames: C code of a
                 # module being loaded (an extension's init) imports.
-                if name and type(f) is types.FrameType and _id(f.f_globals) not in _machinery:
+                if name and type(f) is _frame_type and _id(f.f_globals) not in _machinery:
                     fl = args[1] if type(args[1]) in (list, tuple) else ()
                     _judge(f, name, fl, _static(f), True)
             elif event == "open":
@@ -727,7 +729,7 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
                     if type(name) is bytes:
                         name = name.decode("utf-8", "surrogateescape")
                     name = _strval(name)
-                    if name and "/" in name and os.path.realpath(name).startswith(_writable):
+                    if name and "/" in name and _realpath(name).startswith(_writable):
                         raise PermissionError(errno.EPERM, _MSG["native_code"])
                 if _blocked or _allowed:
                     why = _module_denied("ctypes", _allowed, _blocked)
@@ -760,10 +762,30 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
         return _imp(name, package)
 
     guarded_import_module.__doc__ = _orig_import_module.__doc__
+    # The guard's functions get globals of their own, with a copy of the
+    # builtins: user code that rebinds a builtin or a runner global (a frame
+    # walk reaches the runner's globals) does not change them.
+    priv = dict(runner_globals)
+    priv["__builtins__"] = dict(builtins.__dict__)
+    rebuilt = {}
+
+    def rebind(fn):
+        if fn.__code__.co_freevars:
+            raise RuntimeError("guard function %s must not close over variables" % fn.__name__)
+        defaults = tuple(rebuilt.get(id(d), d) if isinstance(d, types.FunctionType) else d
+                         for d in (fn.__defaults__ or ()))
+        new = types.FunctionType(fn.__code__, priv, fn.__name__, defaults or None)
+        rebuilt[id(fn)] = new
+        return new
+
+    for name in ("_module_denied", "_socket_msg"):
+        priv[name] = rebind(runner_globals[name])
+    strval, taint, is_user, user_on_stack, importer, static_import, judge, check_path, hook = (
+        rebind(f) for f in (strval, taint, is_user, user_on_stack, importer, static_import, judge, check_path, hook))
     keep = (hook, taint, is_user, user_on_stack, importer, judge, static_import, check_path, strval,
-            guarded_import, guarded_import_module)
+            priv["_module_denied"], priv["_socket_msg"], guarded_import, guarded_import_module)
     ours.update(id(fn) for fn in keep)
-    _GUARD_KEEP.append(keep)  # alive for good: their ids must stay theirs
+    kept.append(keep)
     sys.addaudithook(hook)
     # Blocked modules already imported (by the runner, or a preload) are
     # forgotten, so that importing one by name goes through the import
@@ -782,7 +804,6 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
     importlib.__import__ = guarded_import
 
 
-_GUARD_KEEP = []
 _CORE = frozenset(("os", "sys", "posix", "builtins", "io", "_io", "abc", "_abc", "codecs", "_codecs", "encodings",
                    "importlib", "_imp", "_thread", "threading", "_weakref", "weakref", "marshal", "time", "zipimport",
                    "posixpath", "genericpath", "stat", "_stat", "signal", "_signal", "errno", "_warnings", "warnings",
@@ -805,14 +826,13 @@ def _explain_eperm(e, denied):
         names.add(linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno).strip())
         tb = tb.tb_next
     hints = " ".join(names) + " " + text
-    for cls, words in (("pty", ("openpty", "forkpty", "ptmx", "pty")),
-                       ("processes", ("fork", "exec", "spawn", "system", "Popen", "_execute_child", "_launch", "start")),
-                       ("sockets", ("socket", "connect", "bind", "listen", "socketpair")),
-                       ("native_code", ("mmap", "memfd", "dlopen", "CDLL", "LoadLibrary"))):
+    # The failing call names the class (the kernel's EPERM does not).
+    for cls, words in (("pty", ("openpty", "forkpty", "ptmx")),
+                       ("processes", ("fork", "spawn", "Popen", "_execute_child", "execv", "system(")),
+                       ("sockets", ("socket", "socketpair")),
+                       ("native_code", ("mmap", "memfd", "dlopen", "CDLL", "mprotect"))):
         if cls in denied and any(w in hints for w in words):
             return _MSG[cls]
-    if len(denied) == 1:
-        return _MSG[denied[0]]
     return None
 
 
