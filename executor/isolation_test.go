@@ -328,3 +328,22 @@ func TestFiguresRenderInsideTheTimeLimit(t *testing.T) {
 		t.Errorf("%d images from a call that ran out of time while rendering", len(res.Images))
 	}
 }
+
+// TestSessionWorkerKeepsItsCapabilities: a session's worker keeps the
+// capabilities it started with (a filter can only be tightened); a call
+// with other capabilities gets a fresh worker and says so.
+func TestSessionWorkerKeepsItsCapabilities(t *testing.T) {
+	e, _ := newExec(t, nil)
+	res, id := persistent(t, e, "", Request{Owner: "o", Code: "x = 1", Capabilities: denyAll})
+	wantStatus(t, res, "ok")
+	res, _ = persistent(t, e, id, Request{Owner: "o", Code: "x + 1", Capabilities: &Capabilities{Sockets: []string{}}})
+	if res.StateLost || res.Result == nil || *res.Result != "2" {
+		t.Errorf("same capabilities: state lost %v, result %v; want the session's x", res.StateLost, res.Result)
+	}
+	code := "import os\nos.getpid() > 0 and 'x' in globals()"
+	res, _ = persistent(t, e, id, Request{Owner: "o", Code: code, Imports: gated(t, code), Capabilities: &Capabilities{Processes: true}})
+	wantStatus(t, res, "ok")
+	if !res.StateLost || res.Result == nil || *res.Result != "False" || !strings.Contains(res.Stderr, "capabilities or module rules differ") {
+		t.Errorf("other capabilities: state lost %v, result %v, stderr %q; want a fresh worker that says why", res.StateLost, res.Result, res.Stderr)
+	}
+}

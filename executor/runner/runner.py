@@ -1399,6 +1399,21 @@ def _result_cap(max_out, max_state, max_img, max_images):
     return 6 * (max_out + 2 * _MAX_ERROR_TEXT + _MAX_DROPPED * 600) + 6 * max_state + (max_img * 4) // 3 + max_images * 256 + (64 << 10)
 
 
+def _worker_key(req):
+    """What a worker is fixed to at its first run: the capabilities (its
+    seccomp filter) and the module rules (its audit hook), normalized."""
+    caps = req.get("capabilities")
+    if isinstance(caps, dict):
+        caps = {"processes": bool(caps.get("processes")), "pty": bool(caps.get("pty")),
+                "native_code": bool(caps.get("native_code")),
+                "sockets": sorted({str(f) for f in (caps.get("sockets") or ())})}
+    else:
+        caps = None
+    mods = req.get("modules") or {}
+    rules = [sorted({str(m) for m in (mods.get(k) or ())}) for k in ("allowed", "blocked")]
+    return json.dumps([caps, rules], sort_keys=True)
+
+
 class _Runner:
     def __init__(self):
         self.worker = None
@@ -1529,7 +1544,7 @@ class _Runner:
             refused["duration_ms"] = (time.perf_counter() - t0) * 1000
             return refused
 
-        key = json.dumps([req.get("capabilities"), req.get("modules")], sort_keys=True)
+        key = _worker_key(req)
         lost = self.lost
         self.lost = False
         note = ""
