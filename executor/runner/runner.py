@@ -32,6 +32,7 @@ import base64
 import builtins
 import ctypes
 import errno
+import gc
 import importlib
 import importlib.util
 import io
@@ -1020,6 +1021,9 @@ class _Worker:
         res_r, res_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        # The runner's objects stay out of the worker's garbage collection,
+        # which would otherwise touch (and so copy) every page it inherits.
+        gc.freeze()
         pid = os.fork()
         if pid == 0:
             code = 70
