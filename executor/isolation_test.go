@@ -258,6 +258,8 @@ func TestModuleRulesJudgeCTwinsAndHelpers(t *testing.T) {
 		{"a frozen file name", "exec(compile('import subprocess', '<frozen os>', 'exec'))"},
 		{"a library file name", "exec(compile('import subprocess', '/usr/lib/python3.13/os.py', 'exec'))"},
 		{"ctypes through numpy", "import numpy.ctypeslib as c\nc.ctypes.CDLL(None)"},
+		{"a module written to the workspace", "import importlib\nopen('mine.py', 'w').write('import subprocess\\n')\nimportlib.invalidate_caches()\nimport mine"},
+		{"the import system's exec helper", "import importlib._bootstrap as b\nb._call_with_frames_removed(exec, compile('import subprocess', '/usr/lib/python3.13/x.py', 'exec'), {})"},
 	}
 	for _, rt := range routes {
 		t.Run(rt.name, func(t *testing.T) {

@@ -636,7 +636,8 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
              _blocked=blocked, _allowed=allowed, _origins=origins, _writable=writable, _strval=strval,
              _ours=ours, _code=types.CodeType, _machinery=machinery, _id=id, _tainted=tainted,
              _main=main_ident, _runner_id=id(runner_globals), _frame_type=types.FrameType,
-             _realpath=os.path.realpath, _kept=kept):
+             _realpath=os.path.realpath, _kept=kept, _trusted=_TRUSTED,
+             _frozen_exec=_bs.FrozenImporter.exec_module.__code__):
         if type(event) is not str:
             return
         tid = _ident()
@@ -671,16 +672,24 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
                 code = args[0] if args else None
                 if type(code) is _code:
                     caller = _getframe(1)
+                    back = caller.f_back if caller is not None else None
+                    library = False
                     if caller is not None and _id(caller.f_globals) in _machinery:
-                        # The import system runs a module: judge a load of a
-                        # blocked module's file requested for user code.
-                        imp = _importer(caller)
-                        if _origins and imp is not None and (_is_user(imp) or not _static(imp)):
+                        if caller.f_code is _frozen_exec:
+                            library = True  # a frozen standard module
+                        elif back is not None and _id(back.f_globals) in _machinery:
+                            # A loader of the import system runs a module
+                            # it read from a file: library code if the
+                            # file is one of the image's.
                             real = _realpath(code.co_filename)
-                            for origin, name in _origins:
-                                if real == origin or real.startswith(origin):
-                                    _judge(imp, name, (), False)
-                    else:
+                            library = real.startswith(_trusted)
+                            imp = _importer(caller)
+                            if library and _origins and imp is not None and (_is_user(imp) or not _static(imp)):
+                                # a blocked module's file loaded for user code
+                                for origin, name in _origins:
+                                    if real == origin or real.startswith(origin):
+                                        _judge(imp, name, (), False)
+                    if not library:
                         _taint(code)
             elif event == "function.__new__":
                 code = args[0] if args else None
