@@ -1087,7 +1087,7 @@ class _Worker:
 
 def _worker_main(ctrl_r, res_w, out_w, err_w):
     # Only what the worker needs: no protocol, no diagnostics channel.
-    global _PROTO_IN, _PROTO_OUT, _DIAG
+    global _PROTO_IN, _PROTO_OUT, _DIAG, _libc
     _PROTO_IN = _PROTO_OUT = _DIAG = -1
     os.dup2(_DEVNULL, 0)
     os.dup2(out_w, 1)
@@ -1135,6 +1135,9 @@ def _worker_main(ctrl_r, res_w, out_w, err_w):
                                                      "message": "could not install the sandbox's capability filter: %s" % e}}
                 _write_all(res_w, _encode(resp))
                 os._exit(71)
+            # The runner's handle on libc (its function pointers call past
+            # the audit hook) is not left for user code to find.
+            _libc = None
             _install_guard(caps if isinstance(caps, dict) else None, mods.get("allowed") or (),
                            mods.get("blocked") or (), threading_ident(), globals())
             denied = _denied_classes(caps if isinstance(caps, dict) else None)
