@@ -349,3 +349,34 @@ func TestSessionWorkerKeepsItsCapabilities(t *testing.T) {
 		t.Errorf("other capabilities: state lost %v, result %v, stderr %q; want a fresh worker that says why", res.StateLost, res.Result, res.Stderr)
 	}
 }
+
+// TestRunnerIsUnreachable: process 1 is the runner; user code can neither
+// read it nor signal it away.
+func TestRunnerIsUnreachable(t *testing.T) {
+	e, _ := newExec(t, nil)
+	code := `import os, signal
+def attempt(f):
+    try:
+        f()
+        return "reached"
+    except OSError as e:
+        return type(e).__name__
+print(open("/proc/1/cmdline", "rb").read().split(b"\0")[0].decode())
+for p in ("/proc/1/mem", "/proc/1/environ", "/proc/1/fd/1", "/proc/1/maps"):
+    print(p, attempt(lambda: open(p, "rb").read(1)))
+print("fd list", attempt(lambda: os.listdir("/proc/1/fd")))
+for s in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+    os.kill(1, s)
+print("signalled")
+`
+	res, id := persistent(t, e, "", Request{Owner: "o", Code: code, Imports: gated(t, code)})
+	wantStatus(t, res, "ok")
+	want := "python3\n/proc/1/mem PermissionError\n/proc/1/environ PermissionError\n/proc/1/fd/1 PermissionError\n/proc/1/maps PermissionError\nfd list PermissionError\nsignalled\n"
+	if res.Stdout != want {
+		t.Errorf("reaching the runner:\n%s\nwant:\n%s", res.Stdout, want)
+	}
+	res, _ = persistent(t, e, id, Request{Owner: "o", Code: "attempt.__name__"})
+	if res.Status != "ok" || res.StateLost || res.Result == nil || *res.Result != "'attempt'" {
+		t.Errorf("after signalling process 1: status %s, state lost %v, result %v; want the session alive", res.Status, res.StateLost, res.Result)
+	}
+}
