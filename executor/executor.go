@@ -480,17 +480,19 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 		imports = []analyze.Import{}
 	}
 	frame := map[string]any{
-		"op":        "run",
-		"code":      req.Code,
-		"transient": transient,
-		"imports":   imports,
-		"modules":   e.modules(req.Modules),
+		"op":           "run",
+		"code":         req.Code,
+		"transient":    transient,
+		"imports":      imports,
+		"modules":      e.modules(req.Modules),
+		"capabilities": req.Capabilities,
 		"limits": map[string]any{
 			"timeout_ms":       lim.Timeout.Milliseconds(),
 			"max_output_bytes": e.retainCap(),
-			"max_state_bytes":  int64(e.cfg.Limits.MaxStateBytes),
-			"max_image_bytes":  int64(e.cfg.Limits.MaxImageBytes),
+			"max_state_bytes":  e.stateCap(),
+			"max_image_bytes":  e.imageCap(),
 			"max_images":       maxImages,
+			"grace_ms":         runnerGrace.Milliseconds(),
 		},
 	}
 	if transient && len(req.State) > 0 {
@@ -498,7 +500,7 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 	}
 	req.progress("running")
 	t0 := time.Now()
-	resp, fail, err := e.roundTrip(ctx, sb, frame, lim.Timeout+interruptGrace, !transient)
+	resp, fail, err := e.roundTrip(ctx, sb, frame, lim.Timeout+interruptGrace, !transient, e.runReplyLimit())
 	if err != nil {
 		return nil, fmt.Errorf("run cancelled: %w", err)
 	}
@@ -513,6 +515,7 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 			DurationMS: float64(time.Since(t0).Microseconds()) / 1000,
 		}, nil
 	}
+	e.capResult(resp, transient)
 	res := &Result{
 		Status:       resp.Status,
 		Result:       resp.Result,
@@ -521,6 +524,7 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 		Images:       resp.Images,
 		Files:        resp.Files,
 		DurationMS:   resp.DurationMS,
+		StateLost:    !transient && resp.StateLost,
 	}
 	res.Stdout, res.StdoutTruncated, res.StdoutFull, res.StdoutBytes = displayStream(resp.Stdout, resp.StdoutTruncated, e.outputCap())
 	res.Stderr, res.StderrTruncated, res.StderrFull, res.StderrBytes = displayStream(resp.Stderr, resp.StderrTruncated, e.outputCap())

@@ -260,6 +260,8 @@ func installerSpec(c config.Config, lim Limits, meta sandboxMeta, cmd []string) 
 		tmpOpts = append(tmpOpts, "size="+strconv.FormatInt(int64(max(c.Docker.TmpSize, 256<<20)), 10))
 	}
 	host.Tmpfs = map[string]string{"/tmp": strings.Join(tmpOpts, ",")}
+	init := true // pip's subprocesses: Docker's init reaps them
+	host.Init = &init
 	host.ReadonlyRootfs = true
 	host.CapAdd = []string{"CHOWN", "SETUID", "SETGID"}
 	host.NetworkMode = "none"

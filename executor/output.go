@@ -78,7 +78,8 @@ func (e *Executor) keepSmallFiles(ctx context.Context, sb *sandbox, res *Result)
 		if len(res.FileData) >= maxKeptFiles || budget <= 0 || sb.dead.Load() || ctx.Err() != nil {
 			return
 		}
-		resp, fail, err := e.roundTrip(ctx, sb, map[string]any{"op": "read", "path": f, "max_bytes": min(budget, maxKeptFileBytes)}, 5*time.Second, false)
+		want := min(budget, maxKeptFileBytes)
+		resp, fail, err := e.roundTrip(ctx, sb, map[string]any{"op": "read", "path": f, "max_bytes": want}, 5*time.Second, false, want*4/3+replySlack)
 		if err != nil || fail != nil {
 			return
 		}

@@ -236,7 +236,7 @@ func (p *pool) create() (*sandbox, error) {
 		return nil, err
 	}
 	if len(p.preload) > 0 {
-		resp, fail, err := p.e.roundTrip(ctx, sb, map[string]any{"op": "preload", "modules": p.preload}, startupTimeout, false)
+		resp, fail, err := p.e.roundTrip(ctx, sb, map[string]any{"op": "preload", "modules": p.preload}, startupTimeout, false, preloadReplyLimit)
 		switch {
 		case err != nil:
 			p.e.destroy(sb)

@@ -48,9 +48,12 @@ type sandbox struct {
 	frames chan frameOrErr
 	stderr *tailBuffer
 	nextID uint64
-	dead   atomic.Bool
-	once   sync.Once     // destroy runs once
-	quit   chan struct{} // closed by destroy: the frame reader stops
+	// limit is the largest frame the reader accepts now: the reply cap of
+	// the request in flight, idleFrameLimit otherwise.
+	limit atomic.Int64
+	dead  atomic.Bool
+	once  sync.Once     // destroy runs once
+	quit  chan struct{} // closed by destroy: the frame reader stops
 }
 
 // alive says the sandbox was not destroyed and its runner has not hung up
@@ -121,6 +124,7 @@ func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *
 		return nil, e.dockerErr("create sandbox", err)
 	}
 	sb := &sandbox{id: created.ID, meta: meta, lim: lim, frames: make(chan frameOrErr, 1), stderr: &tailBuffer{max: 16 << 10}, quit: make(chan struct{})}
+	sb.limit.Store(idleFrameLimit)
 	if !e.track(sb) {
 		e.removeContainer(sb.id)
 		return nil, ErrClosed
@@ -144,7 +148,7 @@ func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *
 	}()
 	go func() {
 		for {
-			data, err := readFrame(pr)
+			data, err := readFrame(pr, sb.limit.Load)
 			select {
 			case sb.frames <- frameOrErr{data, err}:
 			case <-sb.quit:
@@ -165,7 +169,11 @@ func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *
 	select {
 	case f, ok := <-sb.frames:
 		if !ok || f.err != nil {
-			return fail("start sandbox", fmt.Errorf("runner did not start: %v; runner stderr: %q", f.err, sb.stderr.String()))
+			var err error = errors.New("no frame")
+			if ok {
+				err = f.err
+			}
+			return fail("start sandbox", fmt.Errorf("runner did not start: %v; runner stderr: %q", err, sb.stderr.String()))
 		}
 		var ready struct {
 			Op string `json:"op"`
@@ -233,9 +241,11 @@ func (e *Executor) retryRemovals() {
 	}
 }
 
-// runnerResponse is the runner's answer to one request.
+// runnerResponse is the runner's answer to one request. It comes from
+// inside the sandbox: decodeReply and capResult check it before use.
 type runnerResponse struct {
 	ID              uint64          `json:"id"`
+	Nonce           string          `json:"nonce"`
 	Status          string          `json:"status"`
 	Stdout          string          `json:"stdout"`
 	Stderr          string          `json:"stderr"`
@@ -248,6 +258,7 @@ type runnerResponse struct {
 	Images          []Image         `json:"images"`
 	Files           []string        `json:"files"`
 	DurationMS      float64         `json:"duration_ms"`
+	StateLost       bool            `json:"state_lost"`
 	Failed          []string        `json:"failed"`
 	Data            []byte          `json:"data"`
 	Entries         []struct {
@@ -264,14 +275,26 @@ type failure struct {
 	reason string
 }
 
+// invalidReply is the reason of a sandbox killed for what it sent.
+const invalidReply = "the sandbox sent an invalid reply"
+
 // roundTrip sends one request and waits for its response, at most until
-// hard. If ctx ends first and interrupt is set, the runner is asked to
-// interrupt the code and given grace to answer. A nil response comes with
-// either a failure (the sandbox is then dead) or ctx's error.
-func (e *Executor) roundTrip(ctx context.Context, sb *sandbox, req map[string]any, hard time.Duration, interrupt bool) (*runnerResponse, *failure, error) {
+// hard: that timer is the server's own and no frame can stop it. If ctx
+// ends first and interrupt is set, the runner is asked to interrupt the
+// code and given grace to answer. A nil response comes with either a
+// failure (the sandbox is then dead) or ctx's error.
+//
+// The answer must fit in limit bytes (checked before it is read), carry
+// the request's id and a fresh random nonce, and decode; anything else
+// kills the sandbox with status killed and invalidReply.
+func (e *Executor) roundTrip(ctx context.Context, sb *sandbox, req map[string]any, hard time.Duration, interrupt bool, limit int64) (*runnerResponse, *failure, error) {
 	sb.nextID++
 	id := sb.nextID
+	nonce := randomHex(16)
 	req["id"] = id
+	req["nonce"] = nonce
+	sb.limit.Store(limit)
+	defer sb.limit.Store(idleFrameLimit)
 	if err := writeFrame(sb.conn.Conn, req); err != nil {
 		return nil, e.diagnose(sb, "writing to the runner failed: "+err.Error()), nil
 	}
@@ -282,6 +305,10 @@ func (e *Executor) roundTrip(ctx context.Context, sb *sandbox, req map[string]an
 	for {
 		select {
 		case f, ok := <-sb.frames:
+			if ok && errors.Is(f.err, errFrameTooLarge) {
+				e.destroy(sb)
+				return nil, &failure{status: "killed", reason: invalidReply + ": " + f.err.Error()}, nil
+			}
 			if !ok || f.err != nil {
 				if cancelErr != nil {
 					e.destroy(sb)
@@ -289,18 +316,15 @@ func (e *Executor) roundTrip(ctx context.Context, sb *sandbox, req map[string]an
 				}
 				return nil, e.diagnose(sb, "the runner stopped"), nil
 			}
-			var resp runnerResponse
-			if err := json.Unmarshal(f.data, &resp); err != nil {
+			resp, err := decodeReply(f.data, id, nonce)
+			if err != nil {
 				e.destroy(sb)
-				return nil, &failure{status: "killed", reason: "undecodable runner response: " + err.Error()}, nil
-			}
-			if resp.ID != id {
-				continue // a late answer to an abandoned request
+				return nil, &failure{status: "killed", reason: invalidReply + ": " + err.Error()}, nil
 			}
 			if cancelErr != nil {
 				return nil, nil, cancelErr
 			}
-			return &resp, nil, nil
+			return resp, nil, nil
 		case <-done:
 			cancelErr = ctx.Err()
 			done = nil
@@ -321,9 +345,15 @@ func (e *Executor) roundTrip(ctx context.Context, sb *sandbox, req map[string]an
 	}
 }
 
-// interruptGrace is how long the runner gets to stop user code after its
-// own timer or a cancel fired, before the container is killed.
-const interruptGrace = time.Second
+// interruptGrace is how long the runner gets to answer after the time
+// limit or a cancel, before the container is killed. The runner itself
+// gives user code runnerGrace to stop, then kills the process running it
+// and answers, so a stuck call costs its session's state, not its
+// container.
+const (
+	interruptGrace = 3 * time.Second
+	runnerGrace    = time.Second
+)
 
 // diagnose finds out why a runner stopped answering: the container's state
 // says whether the kernel's OOM killer struck. The sandbox is removed.

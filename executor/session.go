@@ -289,7 +289,9 @@ func (e *Executor) Persistent(ctx context.Context, sessionID string, req Request
 	if err != nil {
 		return nil, s.id, err
 	}
-	res.StateLost = lost
+	// The runner reports a worker it restarted (a timeout or an OOM that
+	// killed only the worker); the session reports a sandbox it lost.
+	res.StateLost = res.StateLost || lost
 	res.SessionID = s.id
 	return res, s.id, nil
 }
@@ -422,7 +424,14 @@ func (e *Executor) fileOp(ctx context.Context, owner, sessionID string, frame ma
 	if err != nil {
 		return nil, err
 	}
-	resp, fail, err := e.roundTrip(ctx, sb, frame, fileOpTimeout, false)
+	limit := int64(idleFrameLimit)
+	switch frame["op"] {
+	case "read":
+		limit = e.readReplyLimit()
+	case "list":
+		limit = listReplyLimit
+	}
+	resp, fail, err := e.roundTrip(ctx, sb, frame, fileOpTimeout, false, limit)
 	if sb.dead.Load() {
 		e.mu.Lock()
 		if s.sb == sb {
@@ -562,7 +571,7 @@ func (e *Executor) WorkspaceFiles(ctx context.Context, owner, sessionID string) 
 	s.running = true
 	sb := s.sb
 	e.mu.Unlock()
-	resp, fail, err := e.roundTrip(ctx, sb, map[string]any{"op": "list", "path": "."}, fileOpTimeout, false)
+	resp, fail, err := e.roundTrip(ctx, sb, map[string]any{"op": "list", "path": "."}, fileOpTimeout, false, listReplyLimit)
 	e.mu.Lock()
 	s.calls--
 	s.running = false

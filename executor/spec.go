@@ -178,7 +178,10 @@ func containerSpec(d config.Docker, lim Limits, meta sandboxMeta) (*container.Co
 		StopSignal: "SIGKILL",
 	}
 	tmpOpts := []string{"rw", "noexec", "nosuid", "nodev"}
-	wsOpts := []string{"rw", "nosuid", "nodev"}
+	// The workspace is noexec too: a library written there cannot be
+	// mapped executable (the kernel refuses), whatever the code's
+	// capabilities say.
+	wsOpts := []string{"rw", "noexec", "nosuid", "nodev"}
 	if d.TmpSize > 0 {
 		tmpOpts = append(tmpOpts, "size="+strconv.FormatInt(int64(d.TmpSize), 10))
 	}
@@ -189,7 +192,11 @@ func containerSpec(d config.Docker, lim Limits, meta sandboxMeta) (*container.Co
 		wsOpts = append(wsOpts, "uid="+uid, "gid="+gid, "mode=0700")
 		tmpOpts = append(tmpOpts, "mode=1777")
 	}
-	init := true
+	// No Docker init: the runner is process 1. Docker's init would hold
+	// the attached stdin/stdout while dumpable, so any process of the
+	// sandbox could write frames to /proc/1/fd/1; the runner is
+	// non-dumpable and reaps orphans itself.
+	init := false
 	host := &container.HostConfig{
 		NetworkMode:    "bridge",
 		ReadonlyRootfs: d.ReadOnly,

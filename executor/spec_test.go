@@ -32,6 +32,7 @@ type hardening struct {
 	PidsLimit      int64
 	Ulimits        string
 	Runtime        string
+	Init           bool
 	Labels         map[string]string
 	EnvHasHost     bool
 }
@@ -57,7 +58,7 @@ func hardeningOf(c *container.Config, h *container.HostConfig) hardening {
 		CapDrop: h.CapDrop, CapAdd: h.CapAdd, SecurityOpt: h.SecurityOpt, Privileged: h.Privileged,
 		Binds: h.Binds, Mounts: len(h.Mounts), AutoRemove: h.AutoRemove,
 		Memory: h.Memory, MemorySwap: h.MemorySwap, NanoCPUs: h.NanoCPUs, PidsLimit: pids,
-		Ulimits: strings.Join(ul, ","), Runtime: h.Runtime, Labels: c.Labels, EnvHasHost: envHasHost,
+		Ulimits: strings.Join(ul, ","), Runtime: h.Runtime, Init: h.Init == nil || *h.Init, Labels: c.Labels, EnvHasHost: envHasHost,
 	}
 }
 
@@ -74,7 +75,7 @@ func TestContainerSpec(t *testing.T) {
 		ReadonlyRootfs: true,
 		Tmpfs: map[string]string{
 			"/tmp":       "rw,noexec,nosuid,nodev,size=67108864,mode=1777",
-			"/workspace": "rw,nosuid,nodev,size=134217728,uid=1000,gid=1000,mode=0700",
+			"/workspace": "rw,noexec,nosuid,nodev,size=134217728,uid=1000,gid=1000,mode=0700",
 		},
 		CapDrop:     []string{"ALL"},
 		SecurityOpt: []string{"no-new-privileges:true"},
@@ -106,7 +107,7 @@ func TestContainerSpec(t *testing.T) {
 				h.Runtime, h.User = "runsc", "2000:3000"
 				h.Tmpfs = map[string]string{
 					"/tmp":  "rw,noexec,nosuid,nodev,size=1048576,mode=1777",
-					"/work": "rw,nosuid,nodev,size=2097152,uid=2000,gid=3000,mode=0700",
+					"/work": "rw,noexec,nosuid,nodev,size=2097152,uid=2000,gid=3000,mode=0700",
 				}
 			},
 		},

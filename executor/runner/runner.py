@@ -1,47 +1,73 @@
 # python-docker-mcp sandbox runner.
 #
-# Started as `python3 -I -B -c <bootstrap> <this source>` inside the sandbox container. It
-# speaks length-prefixed JSON frames (4-byte big-endian length, then UTF-8
-# JSON) on the stdin/stdout the container was started with, and keeps both
-# away from user code: fd 0 becomes /dev/null, fd 1 and fd 2 become capture
-# pipes during a run. Runner diagnostics go to the original stderr.
+# Started as `python3 -I -B -c <bootstrap> <this source>` as the sandbox
+# container's process 1. It speaks length-prefixed JSON frames (4-byte
+# big-endian length, then UTF-8 JSON) on the stdin/stdout the container was
+# started with. Runner diagnostics go to the original stderr.
 #
-# Frames in:  {"op": "run"|"preload"|"read"|"write"|"list"|"interrupt"|"exit", "id": n, ...}
-# Frames out: {"op": "ready", ...} once, then one response per request id.
+# Frames in:  {"op": "run"|"preload"|"read"|"write"|"list"|"interrupt"|"exit", "id": n, "nonce": s, ...}
+# Frames out: {"op": "ready", ...} once, then one response per request,
+#             carrying the request's id and nonce.
 #
-# Defence in depth (the container is the security boundary, not this file):
-#   1. the gate's import facts are derived again with CPython's ast from the
-#      exact source and the run is refused when they differ;
-#   2. an import guard applies the request's module rules to imports made by
-#      user code at run time (__import__, importlib, exec'd code, unpickling).
+# Two processes (the container is the security boundary, not this file):
+#
+#   the runner (this process, pid 1): single-threaded, non-dumpable (so
+#     /proc/1/mem, /proc/1/fd and ptrace are refused to everything else in
+#     the container), holds the protocol, the time limit and the caps. It
+#     never runs user code; a poll loop serves the protocol, drains the
+#     worker's output pipes into capped buffers and reads its result pipe
+#     with a size cap.
+#
+#   the worker (a forked child): user code runs here, with fd 0 = /dev/null,
+#     fd 1/2 = capture pipes, a result pipe, and nothing else of the runner's.
+#     Before the first user code it installs PR_SET_NO_NEW_PRIVS and a
+#     seccomp filter built from the request's capabilities, and a CPython
+#     audit hook (PEP 578, cannot be removed) that enforces the capability
+#     classes and the module rules. Transient sandboxes use one worker for
+#     their one call; a persistent session keeps its worker (and so its
+#     globals) across calls.
 
 import ast
 import base64
 import builtins
+import ctypes
+import errno
+import gc
 import importlib
+import importlib.util
 import io
 import json
 import linecache
 import os
-import pickle
-import queue
 import select
 import signal
 import struct
 import sys
 import sysconfig
-import threading
 import time
 import traceback
 import types
 import warnings
 
-_G = globals()
+_libc = ctypes.CDLL(None, use_errno=True)
+_PR_SET_DUMPABLE = 4
+_PR_SET_NO_NEW_PRIVS = 38
+
+# Nothing else in the container may read this process's memory or file
+# descriptors: non-dumpable makes /proc/1/{mem,fd,environ,...} root-owned
+# and ptrace needs CAP_SYS_PTRACE, which no process here has.
+if _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+    os.write(2, b"runner: prctl(PR_SET_DUMPABLE, 0) failed\n")
+    os._exit(70)
+
+# Process 1 only gets signals it handles: keep it that way (SIGINT would
+# otherwise raise KeyboardInterrupt here).
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+
 _PID = os.getpid()
 _MAX_FRAME = 256 << 20
 
-# Private copies of the protocol streams; fds from os.dup are not inherited
-# by child processes.
+# Private copies of the protocol streams (not inheritable, closed in workers).
 _PROTO_IN = os.dup(0)
 _PROTO_OUT = os.dup(1)
 _DIAG = os.dup(2)
@@ -49,12 +75,15 @@ _DEVNULL = os.open(os.devnull, os.O_RDWR)
 os.dup2(_DEVNULL, 0)
 os.dup2(_DEVNULL, 1)
 os.dup2(_DEVNULL, 2)
-os.set_inheritable(0, True)
-os.set_inheritable(1, True)
-os.set_inheritable(2, True)
 
 _WORKDIR = os.getcwd()
-_SEND_LOCK = threading.Lock()
+_GRACE = 1.0  # seconds the worker gets to stop after its time limit or a cancel (default)
+
+# Output limits of the result a worker sends (the runner re-applies them).
+_MAX_ERROR_TEXT = 64 << 10
+_MAX_DROPPED = 1000
+_MAX_FILES = 1000
+_MAX_FILES_BYTES = 256 << 10
 
 
 def _diag(msg):
@@ -64,78 +93,71 @@ def _diag(msg):
         pass
 
 
-def _after_fork_in_child():
-    # A process forked by user code must never speak the protocol.
-    for fd in (_PROTO_IN, _PROTO_OUT):
-        try:
-            os.close(fd)
-        except OSError:
-            pass
+def _encode(obj):
+    data = json.dumps(obj, ensure_ascii=False, allow_nan=False, default=str).encode("utf-8", "surrogatepass")
+    return struct.pack(">I", len(data)) + data
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _in_child():
-    return os.getpid() != _PID
+def _write_all(fd, buf):
+    view = memoryview(buf)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
 
 
 def _send(obj):
-    data = json.dumps(obj, ensure_ascii=False, allow_nan=False, default=str).encode("utf-8", "surrogatepass")
-    buf = struct.pack(">I", len(data)) + data
-    with _SEND_LOCK:
-        view = memoryview(buf)
-        while view:
-            n = os.write(_PROTO_OUT, view)
-            view = view[n:]
+    _write_all(_PROTO_OUT, _encode(obj))
 
 
-def _read_exact(n):
-    chunks = []
-    while n > 0:
-        b = os.read(_PROTO_IN, min(n, 1 << 20))
+class _FrameReader:
+    """Accumulates length-prefixed frames from a non-blocking fd; refuses a
+    frame longer than cap before reading it."""
+
+    def __init__(self, fd, cap):
+        self.fd = fd
+        self.cap = cap
+        self.buf = bytearray()
+        self.eof = False
+
+    def feed(self):
+        try:
+            b = os.read(self.fd, 1 << 20)
+        except BlockingIOError:
+            return
+        except OSError:
+            b = b""
         if not b:
-            return None
-        chunks.append(b)
-        n -= len(b)
-    return b"".join(chunks)
+            self.eof = True
+            return
+        self.buf += b
 
-
-def _recv():
-    head = _read_exact(4)
-    if head is None:
-        return None
-    (n,) = struct.unpack(">I", head)
-    if n > _MAX_FRAME:
-        raise ValueError("frame of %d bytes exceeds %d" % (n, _MAX_FRAME))
-    data = _read_exact(n)
-    if data is None:
-        return None
-    return json.loads(data)
+    def frames(self):
+        """Yields complete frames; raises ValueError for an oversized one."""
+        while len(self.buf) >= 4:
+            (n,) = struct.unpack(">I", self.buf[:4])
+            if n > self.cap:
+                raise ValueError("a frame of %d bytes exceeds the limit of %d bytes" % (n, self.cap))
+            if len(self.buf) < 4 + n:
+                return
+            data = bytes(self.buf[4:4 + n])
+            del self.buf[:4 + n]
+            yield data
 
 
 # ---------------------------------------------------------------- output
 
 
 class _Capture:
-    """Captures one file descriptor into a pipe drained by a thread, keeping
-    the head and the tail of at most `cap` bytes and counting the rest."""
+    """Keeps the head and the tail of at most cap bytes of one stream and
+    counts the rest."""
 
-    def __init__(self, fd, cap):
-        self.fd = fd
+    def __init__(self, cap):
         self.half = max(cap // 2, 1)
         self.head = bytearray()
         self.tail = bytearray()
         self.total = 0
-        self.stopping = False
-        self.r, w = os.pipe()
-        self.wake_r, self.wake_w = os.pipe()
-        os.dup2(w, fd)
-        os.close(w)
-        self.thread = threading.Thread(target=self._drain, daemon=True)
-        self.thread.start()
 
-    def _add(self, b):
+    def add(self, b):
         self.total += len(b)
         room = self.half - len(self.head)
         if room > 0:
@@ -147,109 +169,13 @@ class _Capture:
             if extra > 0:
                 del self.tail[:extra]
 
-    def _drain(self):
-        p = select.poll()
-        p.register(self.r, select.POLLIN)
-        p.register(self.wake_r, select.POLLIN)
-        while True:
-            try:
-                events = p.poll(0 if self.stopping else -1)
-            except InterruptedError:
-                continue
-            got = False
-            for fd, ev in events:
-                if fd == self.wake_r:
-                    self.stopping = True
-                    os.read(self.wake_r, 16)
-                    continue
-                b = os.read(self.r, 1 << 16)
-                if not b:
-                    return
-                self._add(b)
-                got = True
-            if self.stopping and not got and not any(fd == self.r for fd, _ in events):
-                return
-
-    def finish(self):
-        """Detaches the descriptor (it becomes /dev/null), drains what was
-        written so far and returns (text, truncated)."""
-        os.dup2(_DEVNULL, self.fd)
-        os.write(self.wake_w, b"x")
-        self.thread.join()
-        for fd in (self.r, self.wake_r, self.wake_w):
-            os.close(fd)
+    def text(self):
         dropped = self.total - len(self.head) - len(self.tail)
         if dropped > 0:
             data = bytes(self.head) + ("\n... [%d bytes dropped] ...\n" % dropped).encode() + bytes(self.tail)
         else:
             data = bytes(self.head) + bytes(self.tail)
         return data.decode("utf-8", "replace"), dropped > 0
-
-
-def _fresh_stdio():
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
-                                  errors="backslashreplace", line_buffering=True)
-    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
-                                  errors="backslashreplace", line_buffering=True)
-    sys.__stdout__ = sys.stdout
-    sys.__stderr__ = sys.stderr
-
-
-def _flush_stdio():
-    for s in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-        try:
-            if s is not None:
-                s.flush()
-        except Exception:
-            pass
-
-
-# ---------------------------------------------------------------- interrupts
-
-
-class SandboxTimeout(BaseException):
-    """Raised in user code when the run exceeds its time limit."""
-
-
-class SandboxInterrupt(BaseException):
-    """Raised in user code when the caller cancels the run."""
-
-
-class _Run:
-    running = False
-    reason = None
-    done = None
-
-
-_RUN = _Run()
-_MAIN_IDENT = threading.main_thread().ident
-_INTERRUPT_SIGNAL = signal.SIGUSR1
-
-
-def _on_interrupt(signum, frame):
-    if _in_child() or not _RUN.running:
-        return
-    if _RUN.reason == "timeout":
-        raise SandboxTimeout("execution exceeded the time limit")
-    if _RUN.reason == "interrupt":
-        raise SandboxInterrupt("execution was cancelled")
-
-
-signal.signal(_INTERRUPT_SIGNAL, _on_interrupt)
-
-
-def _kick(reason):
-    if _RUN.running and _RUN.reason is None:
-        _RUN.reason = reason
-        try:
-            signal.pthread_kill(_MAIN_IDENT, _INTERRUPT_SIGNAL)
-        except Exception as e:  # pragma: no cover
-            _diag("interrupt failed: %r" % (e,))
-
-
-def _watchdog(done, timeout):
-    if not done.wait(timeout):
-        _kick("timeout")
 
 
 # ---------------------------------------------------------------- packages
@@ -263,9 +189,6 @@ def _watchdog(done, timeout):
 _PACKAGES = "/opt/pdm-packages"
 if _PACKAGES not in sys.path:
     sys.path.append(_PACKAGES)
-
-
-# ---------------------------------------------------------------- import guard
 
 
 def _trusted_dirs():
@@ -283,110 +206,6 @@ def _trusted_dirs():
 
 
 _TRUSTED = _trusted_dirs()
-
-
-class _Rules:
-    active = False
-    allowed = ()
-    blocked = ()
-
-
-_RULES = _Rules()
-
-
-class ModuleBlockedError(ImportError):
-    """An import made by user code that the sandbox's module rules forbid."""
-
-
-def _is_user_frame(f):
-    if f is None:
-        return False
-    if f.f_globals is _G:
-        return False
-    fn = f.f_code.co_filename or ""
-    if fn.startswith("<frozen "):
-        return False
-    if fn.startswith("<"):
-        return True
-    user = _FILE_IS_USER.get(fn)
-    if user is None:
-        real = os.path.realpath(fn)
-        user = not any(real.startswith(d) for d in _TRUSTED)
-        if len(_FILE_IS_USER) < 100000:
-            _FILE_IS_USER[fn] = user
-    return user
-
-
-_FILE_IS_USER = {}
-
-
-def _module_denied(mod):
-    for b in _RULES.blocked:
-        if mod == b or mod.startswith(b + "."):
-            return "module %r is blocked (blocked_modules: %s)" % (mod, b)
-    if _RULES.allowed and not any(mod == a or mod.startswith(a + ".") for a in _RULES.allowed):
-        return "module %r is not in allowed_modules (%s)" % (mod, ", ".join(_RULES.allowed))
-    return None
-
-
-def _check_import(name, fromlist=()):
-    why = _module_denied(name)
-    if why is None and fromlist:
-        for n in fromlist:
-            if isinstance(n, str) and n != "*":
-                why = _module_denied(name + "." + n)
-                if why:
-                    break
-    if why:
-        raise ModuleBlockedError("import of %r refused at run time: %s" % (name, why), name=name)
-
-
-_orig_import = builtins.__import__
-
-
-def _guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
-    if _RULES.active and level == 0 and _is_user_frame(sys._getframe(1)):
-        _check_import(name, fromlist or ())
-    return _orig_import(name, globals, locals, fromlist, level)
-
-
-_orig_import_module = importlib.import_module
-
-
-def _guarded_import_module(name, package=None):
-    if _RULES.active and not name.startswith(".") and _is_user_frame(sys._getframe(1)):
-        _check_import(name)
-    return _orig_import_module(name, package)
-
-
-_guarded_import_module.__doc__ = _orig_import_module.__doc__
-builtins.__import__ = _guarded_import
-importlib.import_module = _guarded_import_module
-importlib.__import__ = _guarded_import
-
-_OrigUnpickler = pickle.Unpickler
-
-
-class _GuardedUnpickler(_OrigUnpickler):
-    def find_class(self, module, name):
-        if _RULES.active:
-            _check_import(module)
-        return super().find_class(module, name)
-
-
-def _guarded_loads(data, /, *, fix_imports=True, encoding="ASCII", errors="strict", buffers=None):
-    return _GuardedUnpickler(io.BytesIO(data), fix_imports=fix_imports, encoding=encoding,
-                             errors=errors, buffers=buffers).load()
-
-
-def _guarded_load(file, *, fix_imports=True, encoding="ASCII", errors="strict", buffers=None):
-    return _GuardedUnpickler(file, fix_imports=fix_imports, encoding=encoding,
-                             errors=errors, buffers=buffers).load()
-
-
-pickle.Unpickler = _GuardedUnpickler
-pickle.loads = _guarded_loads
-pickle.load = _guarded_load
 
 
 # ---------------------------------------------------------------- facts
@@ -433,17 +252,627 @@ def _diff(a, b):
     return only
 
 
-# ---------------------------------------------------------------- runs
+def _check_facts(req, cell_name):
+    """Parses the code and compares the gate's import facts with CPython's.
+    Returns None when the code may run, else the error response."""
+    code = req.get("code") or ""
+    try:
+        tree = ast.parse(code, filename=cell_name, mode="exec")
+    except SyntaxError as e:
+        return {"status": "error", "error": {"type": "SyntaxError", "message": e.msg or str(e), "line": e.lineno or 0,
+                                             "traceback": "".join(traceback.format_exception_only(type(e), e))}}
+    except (ValueError, RecursionError, MemoryError) as e:
+        return {"status": "error", "error": {"type": type(e).__name__, "message": str(e), "line": 0, "traceback": ""}}
+    want = _gate_imports(req.get("imports"))
+    got = _derive_imports(tree)
+    if want == got:
+        return None
+    parts = []
+    missing = _diff(got, want)
+    extra = _diff(want, got)
+    if missing:
+        parts.append("CPython sees " + "; ".join(_fmt_fact(f) for f in missing) + " which the gate did not report")
+    if extra:
+        parts.append("the gate reported " + "; ".join(_fmt_fact(f) for f in extra) + " which CPython does not see")
+    return {"status": "refused", "error": {"type": "FactMismatch", "line": (missing or extra)[0][5],
+                                           "message": "refusing to run: the static gate and CPython disagree about the imports: " + "; ".join(parts),
+                                           "traceback": ""}}
 
-_USER = types.ModuleType("__main__")
-_USER.__dict__["__builtins__"] = builtins
-sys.modules["__main__"] = _USER
-if _WORKDIR not in sys.path:
-    sys.path.append(_WORKDIR)
-_CELL = [0]
 
-warnings.filterwarnings("ignore", message=".*non-interactive.*")
-warnings.filterwarnings("ignore", message=".*More than .* figures have been opened.*")
+# ---------------------------------------------------------------- policy messages
+
+_MSG = types.MappingProxyType({
+    "processes": "process creation is not allowed by the sandbox policy (policy.capabilities.processes is false)",
+    "sockets": "opening sockets is not allowed by the sandbox policy (policy.capabilities.sockets is empty)",
+    "pty": "pseudo-terminals are not allowed by the sandbox policy (policy.capabilities.pty is false)",
+    "native_code": "loading native code is not allowed by the sandbox policy (policy.capabilities.native_code is false)",
+})
+_FAMILIES = types.MappingProxyType({"unix": 1, "inet": 2, "inet6": 10})
+_FAMILY_NAMES = types.MappingProxyType({1: "unix", 2: "inet", 10: "inet6"})
+
+
+def _socket_msg(family, allowed):
+    name = _FAMILY_NAMES.get(family, "family %d" % family if isinstance(family, int) else "this family")
+    if not allowed:
+        return _MSG["sockets"]
+    return "%s sockets are not allowed by the sandbox policy (policy.capabilities.sockets allows %s)" % (
+        name, ", ".join(allowed))
+
+
+def _denied_classes(caps):
+    if caps is None:
+        return ()
+    out = []
+    if not caps.get("processes"):
+        out.append("processes")
+    if not caps.get("sockets"):
+        out.append("sockets")
+    if not caps.get("pty"):
+        out.append("pty")
+    if not caps.get("native_code"):
+        out.append("native_code")
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- seccomp
+
+_AUDIT_ARCH_X86_64 = 0xC000003E
+_AUDIT_ARCH_AARCH64 = 0xC00000B7
+_SYSCALLS = {
+    "x86_64": dict(arch=_AUDIT_ARCH_X86_64, seccomp=317, fork=57, vfork=58, execve=59, execveat=322, clone=56,
+                   clone3=435, socket=41, socketpair=53, ioctl=16, memfd_create=319, mmap=9, mprotect=10,
+                   pkey_mprotect=329, ptrace=101, process_vm_readv=310, process_vm_writev=311, kcmp=312,
+                   personality=135, io_uring_setup=425, io_uring_enter=426, io_uring_register=427,
+                   pidfd_getfd=438, userfaultfd=323, shmat=30),
+    "aarch64": dict(arch=_AUDIT_ARCH_AARCH64, seccomp=277, execve=221, execveat=281, clone=220, clone3=435,
+                    socket=198, socketpair=199, ioctl=29, memfd_create=279, mmap=222, mprotect=226,
+                    pkey_mprotect=288, ptrace=117, process_vm_readv=270, process_vm_writev=271, kcmp=272,
+                    personality=92, io_uring_setup=425, io_uring_enter=426, io_uring_register=427,
+                    pidfd_getfd=438, userfaultfd=282, shmat=196),
+}
+
+_LD_W_ABS = 0x20
+_JEQ = 0x15
+_JGE = 0x35
+_JSET = 0x45
+_RET = 0x06
+_RET_ALLOW = 0x7FFF0000
+_RET_KILL = 0x80000000
+_OFF_NR, _OFF_ARCH = 0, 4
+
+
+def _ret_errno(e):
+    return 0x00050000 | e
+
+
+def _arg(i):
+    return 16 + 8 * i  # low 32 bits of args[i] (little-endian)
+
+
+def _seccomp_program(caps, machine):
+    """The BPF program for a worker: the always-denied calls that could
+    reach the runner, plus the denied capability classes (caps None = only
+    the former)."""
+    sc = _SYSCALLS[machine]
+    prog = []
+
+    def add(code, k, jt=0, jf=0):
+        prog.append((code, jt, jf, k))
+
+    def deny(nr, err=errno.EPERM):
+        if nr is None:
+            return
+        add(_LD_W_ABS, _OFF_NR)
+        add(_JEQ, nr, 0, 1)
+        add(_RET, _ret_errno(err))
+
+    add(_LD_W_ABS, _OFF_ARCH)
+    add(_JEQ, sc["arch"], 1, 0)
+    add(_RET, _RET_KILL)
+    if machine == "x86_64":  # x32 system calls share the arch value
+        add(_LD_W_ABS, _OFF_NR)
+        add(_JGE, 0x40000000, 0, 1)
+        add(_RET, _ret_errno(errno.EPERM))
+    for name in ("ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd", "userfaultfd",
+                 "io_uring_setup", "io_uring_enter", "io_uring_register"):
+        deny(sc[name])
+    if caps is not None:
+        if not caps.get("processes"):
+            for name in ("fork", "vfork", "execve", "execveat"):
+                deny(sc.get(name))
+            deny(sc["clone3"], errno.ENOSYS)  # glibc falls back to clone for threads
+            # clone without CLONE_THREAD makes a process; threads keep working.
+            add(_LD_W_ABS, _OFF_NR)
+            add(_JEQ, sc["clone"], 0, 3)
+            add(_LD_W_ABS, _arg(0))
+            add(_JSET, 0x00010000, 1, 0)
+            add(_RET, _ret_errno(errno.EPERM))
+        fams = sorted({_FAMILIES[f] for f in (caps.get("sockets") or ()) if f in _FAMILIES})
+        for name in ("socket", "socketpair"):
+            n = len(fams)
+            add(_LD_W_ABS, _OFF_NR)
+            add(_JEQ, sc[name], 0, n + 3)
+            add(_LD_W_ABS, _arg(0))
+            for i, fam in enumerate(fams):
+                add(_JEQ, fam, n - i, 0)
+            add(_RET, _ret_errno(errno.EPERM))
+            add(_RET, _RET_ALLOW)
+        if not caps.get("pty"):
+            reqs = (0x80045430, 0x40045431, 0x5441)  # TIOCGPTN, TIOCSPTLCK, TIOCGPTPEER
+            n = len(reqs)
+            add(_LD_W_ABS, _OFF_NR)
+            add(_JEQ, sc["ioctl"], 0, n + 3)
+            add(_LD_W_ABS, _arg(1))
+            for i, r in enumerate(reqs):
+                add(_JEQ, r, n - i, 0)
+            add(_RET, _RET_ALLOW)
+            add(_RET, _ret_errno(errno.EPERM))
+        if not caps.get("native_code"):
+            deny(sc["memfd_create"])
+            deny(sc["personality"])  # READ_IMPLIES_EXEC would make every mapping executable
+            # anonymous executable mappings: mmap(PROT_EXEC, MAP_ANONYMOUS)
+            add(_LD_W_ABS, _OFF_NR)
+            add(_JEQ, sc["mmap"], 0, 6)
+            add(_LD_W_ABS, _arg(2))
+            add(_JSET, 0x4, 0, 3)
+            add(_LD_W_ABS, _arg(3))
+            add(_JSET, 0x20, 0, 1)
+            add(_RET, _ret_errno(errno.EPERM))
+            add(_RET, _RET_ALLOW)
+            for name in ("mprotect", "pkey_mprotect"):
+                add(_LD_W_ABS, _OFF_NR)
+                add(_JEQ, sc[name], 0, 3)
+                add(_LD_W_ABS, _arg(2))
+                add(_JSET, 0x4, 0, 1)
+                add(_RET, _ret_errno(errno.EPERM))
+            add(_LD_W_ABS, _OFF_NR)
+            add(_JEQ, sc["shmat"], 0, 3)
+            add(_LD_W_ABS, _arg(2))
+            add(_JSET, 0o100000, 0, 1)  # SHM_EXEC
+            add(_RET, _ret_errno(errno.EPERM))
+    add(_RET, _RET_ALLOW)
+    return prog
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _install_seccomp(caps):
+    machine = os.uname().machine
+    if machine not in _SYSCALLS:
+        raise OSError("no seccomp table for architecture %s" % machine)
+    prog = _seccomp_program(caps, machine)
+    raw = b"".join(struct.pack("=HBBI", c, jt, jf, k) for c, jt, jf, k in prog)
+    buf = ctypes.create_string_buffer(raw, len(raw))
+    fprog = _SockFprog(len(prog), ctypes.cast(buf, ctypes.c_void_p))
+    if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+    syscall = _libc.syscall
+    syscall.restype = ctypes.c_long
+    # SECCOMP_SET_MODE_FILTER with SECCOMP_FILTER_FLAG_TSYNC: every thread.
+    if syscall(ctypes.c_long(_SYSCALLS[machine]["seccomp"]), ctypes.c_ulong(1), ctypes.c_ulong(1),
+               ctypes.byref(fprog)) != 0:
+        raise OSError(ctypes.get_errno(), "seccomp(SECCOMP_SET_MODE_FILTER): " + os.strerror(ctypes.get_errno()))
+
+
+# ---------------------------------------------------------------- runtime guard
+
+# A module and its C implementation are one module for the rules.
+_TWINS = types.MappingProxyType({
+    "_socket": "socket", "_posixsubprocess": "subprocess", "_ctypes": "ctypes", "posix": "os",
+    "_multiprocessing": "multiprocessing", "_ssl": "ssl", "_pickle": "pickle", "_posixshmem": "multiprocessing",
+    "_asyncio": "asyncio", "_sqlite3": "sqlite3", "_signal": "signal", "_thread": "threading",
+    "_io": None,
+})
+
+
+class ModuleBlockedError(ImportError):
+    """An import made for user code that the sandbox's module rules forbid."""
+
+
+def _module_denied(mod, allowed, blocked):
+    names = [mod]
+    top = mod.split(".", 1)[0]
+    twin = _TWINS.get(top)
+    if twin:
+        names.append(twin + mod[len(top):])
+    for m in names:
+        for b in blocked:
+            if m == b or m.startswith(b + "."):
+                if m != mod:
+                    return "module %r is the C implementation of %r, which is blocked (blocked_modules: %s)" % (mod, m, b)
+                return "module %r is blocked (blocked_modules: %s)" % (mod, b)
+    if allowed and not any(m == a or m.startswith(a + ".") for m in names for a in allowed):
+        return "module %r is not in allowed_modules (%s)" % (mod, ", ".join(allowed))
+    return None
+
+
+def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
+    """Installs the audit hook. Its state lives in default arguments of
+    functions that nothing else references, so user code cannot reach it
+    (closure cells and module globals can be reached by a frame walk)."""
+    import _thread
+    import importlib._bootstrap as _bs
+    import importlib._bootstrap_external as _bse
+    import opcode
+
+    allowed = tuple(allowed)
+    blocked = tuple(blocked)
+    denied = frozenset(_denied_classes(caps))
+    fams = frozenset(_FAMILIES[f] for f in ((caps or {}).get("sockets") or ()) if f in _FAMILIES)
+    sock_names = tuple(f for f in ((caps or {}).get("sockets") or ()) if f in _FAMILIES)
+    # Frames of the import system (skipped to find who imports) and of the
+    # runner (its import wrappers); only the former run module code.
+    machinery = frozenset((id(_bs.__dict__), id(_bse.__dict__)))
+    skipped = frozenset((id(_bs.__dict__), id(_bse.__dict__), id(importlib.__dict__), id(runner_globals)))
+    import_name = opcode.opmap["IMPORT_NAME"]
+    proc_events = frozenset(("os.system", "os.exec", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn",
+                             "subprocess.Popen", "pty.spawn", "os.startfile"))
+    introspection = frozenset(("gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames",
+                               "sys._current_exceptions", "sys.settrace", "sys.setprofile",
+                               "sys.monitoring.register_callback", "threading.settrace",
+                               "threading.setprofile"))
+    in_hook_denied = frozenset(("sys._getframe", "object.__getattr__", "sys._current_frames"))
+    # Files of blocked pure-Python modules: loading one by path is judged
+    # like importing it by name.
+    origins = []
+    for b in blocked:
+        top = b.split(".", 1)[0]
+        mod = sys.modules.get(top)
+        spec = getattr(mod, "__spec__", None) if mod is not None else None
+        if spec is None:
+            try:
+                spec = importlib.util.find_spec(top) if hasattr(importlib, "util") else None
+            except Exception:
+                spec = None
+        if spec is None:
+            continue
+        locs = list(spec.submodule_search_locations or ())
+        if locs:
+            origins.extend((os.path.realpath(p).rstrip("/") + "/", top) for p in locs)
+        elif spec.origin and os.path.isabs(spec.origin):
+            origins.append((os.path.realpath(spec.origin), top))
+    origins = tuple(origins)
+    # The runner's /proc entries, except what ps shows (cmdline, stat,
+    # status): the kernel refuses the rest too (the runner is
+    # non-dumpable), this names the reason.
+    proc_prefixes = ("/proc/1/", "/proc/%d/" % os.getppid())
+    proc_public = frozenset(p + n for p in proc_prefixes for n in ("cmdline", "stat", "status", "comm"))
+    ptmx = ("/dev/ptmx", "/dev/pts/ptmx")
+    writable = tuple(p.rstrip("/") + "/" for p in (_WORKDIR, "/tmp", "/dev/shm", "/var/tmp", "/run", "/proc"))
+    tainted = {}
+    depth = {}
+    ours = set()
+    kept = []  # the guard's functions, alive for good: their ids must stay theirs
+
+    def strval(x, _str=str, _join="".join):
+        t = type(x)
+        if t is _str:
+            return x
+        if isinstance(x, _str):
+            return _join((x,))
+        return None
+
+    def taint(code, _tainted=tainted, _code=types.CodeType, _id=id):
+        stack = [code]
+        while stack:
+            c = stack.pop()
+            if _id(c) in _tainted:
+                continue
+            _tainted[_id(c)] = c
+            for k in c.co_consts:
+                if type(k) is _code:
+                    stack.append(k)
+
+    def is_user(f, _tainted=tainted, _id=id):
+        return f is not None and _id(f.f_code) in _tainted
+
+    def user_on_stack(f, _is_user=is_user, _main=main_ident, _ident=_thread.get_ident):
+        if _ident() != _main:
+            return True
+        while f is not None:
+            if _is_user(f):
+                return True
+            f = f.f_back
+        return False
+
+    def importer(f, _skipped=skipped, _id=id):
+        while f is not None and _id(f.f_globals) in _skipped:
+            f = f.f_back
+        return f
+
+    def judge(f, name, fromlist, static, via_c=False, _is_user=is_user, _allowed=allowed, _blocked=blocked,
+              _strval=strval, _denied=_module_denied,
+              _dynamic=frozenset(("__import__", "import_module", "_gcd_import", "_bootstrap"))):
+        if not (_allowed or _blocked):
+            return
+        user = _is_user(f)
+        if not user:
+            # A library's import statement is the library's own; so is an
+            # import by C code it called, seen through builtins.__import__
+            # (via_c: its code names no import function).
+            if static or f is None or (via_c and _dynamic.isdisjoint(f.f_code.co_names)):
+                return
+            pkg = _strval(dict.get(f.f_globals, "__name__"))
+            if pkg and name.split(".", 1)[0] == pkg.split(".", 1)[0]:
+                return  # the calling package's own submodule
+        why = _denied(name, _allowed, _blocked)
+        if why is None and fromlist and user:
+            for n in fromlist:
+                n = _strval(n)
+                if n and n != "*":
+                    why = _denied(name + "." + n, _allowed, _blocked)
+                    if why:
+                        break
+        if why:
+            raise ModuleBlockedError("import of %r refused at run time: %s" % (name, why), name=name)
+
+    def static_import(f, _op=import_name):
+        try:
+            return f.f_code.co_code[f.f_lasti] == _op
+        except Exception:
+            return False
+
+    def check_path(path, _proc=proc_prefixes, _public=proc_public, _ptmx=ptmx, _denied=denied, _trusted=_TRUSTED,
+                   _strval=strval, _realpath=os.path.realpath):
+        if type(path) is bytes:
+            path = path.decode("utf-8", "surrogateescape")
+        path = _strval(path)
+        if path is None:
+            return
+        if path.startswith(_trusted) and "/.." not in path:
+            return
+        real = _realpath(path)
+        if (real.startswith(_proc) or real + "/" in _proc) and real not in _public:
+            raise PermissionError(errno.EACCES, "opening %s is not allowed in the sandbox (it belongs to the sandbox's runner)" % path)
+        if "pty" in _denied and real in _ptmx:
+            raise PermissionError(errno.EPERM, _MSG["pty"])
+
+    def hook(event, args, _depth=depth, _ident=_thread.get_ident, _getframe=sys._getframe, _denied=denied,
+             _proc_events=proc_events, _fams=fams, _sock_names=sock_names, _introspection=introspection,
+             _in_hook=in_hook_denied, _taint=taint, _is_user=is_user, _user_on_stack=user_on_stack,
+             _importer=importer, _judge=judge, _static=static_import, _check_path=check_path,
+             _blocked=blocked, _allowed=allowed, _origins=origins, _writable=writable, _strval=strval,
+             _ours=ours, _code=types.CodeType, _machinery=machinery, _id=id, _tainted=tainted,
+             _main=main_ident, _runner_id=id(runner_globals), _frame_type=types.FrameType,
+             _realpath=os.path.realpath, _kept=kept, _trusted=_TRUSTED,
+             _frozen_exec=_bs.FrozenImporter.exec_module.__code__):
+        if type(event) is not str:
+            return
+        tid = _ident()
+        d = _depth.get(tid)
+        if d:
+            # An event raised while this hook runs: its own frame lookups
+            # pass; user code run meanwhile (a finalizer run by the garbage
+            # collector) must not see the hook's frames.
+            if d == 1 and event in _in_hook:
+                _depth[tid] = 2
+                try:
+                    f = _getframe(1)
+                    bad = f is not None and _id(f.f_code) in _tainted
+                finally:
+                    _depth[tid] = 1
+                if bad:
+                    raise PermissionError(errno.EPERM, "frame introspection is not allowed here")
+            return
+        _depth[tid] = 1
+        try:
+            if event in _proc_events:
+                if "processes" in _denied:
+                    raise PermissionError(errno.EPERM, _MSG["processes"])
+            elif event == "socket.__new__":
+                if "sockets" in _denied or _fams:
+                    fam = args[1] if len(args) > 1 else None
+                    if type(fam) is not int:
+                        fam = -1
+                    if fam != -1 and fam not in _fams:
+                        raise PermissionError(errno.EPERM, _socket_msg(fam, _sock_names))
+            elif event == "exec":
+                code = args[0] if args else None
+                if type(code) is _code:
+                    caller = _getframe(1)
+                    back = caller.f_back if caller is not None else None
+                    library = False
+                    if caller is not None and _id(caller.f_globals) in _machinery:
+                        if caller.f_code is _frozen_exec:
+                            library = True  # a frozen standard module
+                        elif back is not None and _id(back.f_globals) in _machinery:
+                            # A loader of the import system runs a module
+                            # it read from a file: library code if the
+                            # file is one of the image's.
+                            real = _realpath(code.co_filename)
+                            library = real.startswith(_trusted)
+                            imp = _importer(caller)
+                            if library and _origins and imp is not None and (_is_user(imp) or not _static(imp)):
+                                # a blocked module's file loaded for user code
+                                for origin, name in _origins:
+                                    if real == origin or real.startswith(origin):
+                                        _judge(imp, name, (), False)
+                    if not library:
+                        _taint(code)
+            elif event == "function.__new__":
+                code = args[0] if args else None
+                if type(code) is _code:
+                    _taint(code)
+            elif event == "object.__setattr__":
+                if len(args) > 2 and _id(args[0]) in _ours:
+                    raise PermissionError(errno.EPERM, "the sandbox's guard cannot be changed")
+                if len(args) > 2 and type(args[1]) is str and args[1] == "__code__" and type(args[2]) is _code:
+                    _taint(args[2])
+            elif event == "import":
+                # A module not imported yet. Through the runner's
+                # __import__ it was judged already; otherwise the caller
+                # used the interpreter's own (a library that kept it): an
+                # import statement is static, a call is computed.
+                name = _strval(args[0]) if args else None
+                f = _getframe(1)
+                if name and f is not None and _id(f.f_globals) != _runner_id:
+                    imp = _importer(f)
+                    _judge(imp, name, (), _static(imp) if imp is not None else True)
+            elif event == "pdm.import":
+                name = _strval(args[0]) if args else None
+                f = args[2] if len(args) > 2 else None
+                # Called from the import system's own frames: C code of a
+                # module being loaded (an extension's init) imports.
+                if name and type(f) is _frame_type and _id(f.f_globals) not in _machinery:
+                    fl = args[1] if type(args[1]) in (list, tuple) else ()
+                    _judge(f, name, fl, _static(f), True)
+            elif event == "open":
+                if args:
+                    _check_path(args[0])
+            elif event == "pickle.find_class":
+                name = _strval(args[0]) if args else None
+                if name and (_blocked or _allowed):
+                    why = _module_denied(name, _allowed, _blocked)
+                    if why:
+                        raise ModuleBlockedError("unpickling refused at run time: %s" % why, name=name)
+            elif event in _introspection:
+                if _user_on_stack(_getframe(1)):
+                    raise PermissionError(errno.EPERM, "%s is not allowed in the sandbox" % event)
+            elif event == "object.__getattr__":
+                if len(args) > 1 and _id(args[0]) in _ours:
+                    raise PermissionError(errno.EPERM, "the sandbox's guard cannot be inspected")
+            elif event.startswith("ctypes."):
+                if event == "ctypes.dlopen" and "native_code" in _denied:
+                    name = args[0] if args else None
+                    if type(name) is bytes:
+                        name = name.decode("utf-8", "surrogateescape")
+                    name = _strval(name)
+                    if name and "/" in name and _realpath(name).startswith(_writable):
+                        raise PermissionError(errno.EPERM, _MSG["native_code"])
+                if _blocked or _allowed:
+                    why = _module_denied("ctypes", _allowed, _blocked)
+                    # ctypes' own Python code is part of a ctypes call: the
+                    # frame that called into ctypes is judged.
+                    f = _getframe(1)
+                    while f is not None and not _is_user(f):
+                        mod = _strval(dict.get(f.f_globals, "__name__"))
+                        if not mod or not (mod == "ctypes" or mod.startswith("ctypes.")):
+                            break
+                        f = f.f_back
+                    if why and (_is_user(f) or _ident() != _main):
+                        raise PermissionError(errno.EPERM, "%s is refused at run time: %s" % (event, why))
+        finally:
+            _depth[tid] = 0
+
+    _orig_import = builtins.__import__
+    _orig_import_module = importlib.import_module
+
+    def guarded_import(name, globals=None, locals=None, fromlist=(), level=0, _audit=sys.audit,
+                       _getframe=sys._getframe, _imp=_orig_import):
+        if level == 0:
+            _audit("pdm.import", name, fromlist or (), _getframe(1))
+        return _imp(name, globals, locals, fromlist, level)
+
+    def guarded_import_module(name, package=None, _audit=sys.audit, _getframe=sys._getframe,
+                              _imp=_orig_import_module):
+        if type(name) is str and not name.startswith("."):
+            _audit("pdm.import", name, (), _getframe(1))
+        return _imp(name, package)
+
+    guarded_import_module.__doc__ = _orig_import_module.__doc__
+    # The guard's functions get globals of their own, with a copy of the
+    # builtins: user code that rebinds a builtin or a runner global (a frame
+    # walk reaches the runner's globals) does not change them.
+    priv = dict(runner_globals)
+    priv["__builtins__"] = dict(builtins.__dict__)
+    rebuilt = {}
+
+    def rebind(fn):
+        if fn.__code__.co_freevars:
+            raise RuntimeError("guard function %s must not close over variables" % fn.__name__)
+        defaults = tuple(rebuilt.get(id(d), d) if isinstance(d, types.FunctionType) else d
+                         for d in (fn.__defaults__ or ()))
+        new = types.FunctionType(fn.__code__, priv, fn.__name__, defaults or None)
+        rebuilt[id(fn)] = new
+        return new
+
+    for name in ("_module_denied", "_socket_msg"):
+        priv[name] = rebind(runner_globals[name])
+    strval, taint, is_user, user_on_stack, importer, static_import, judge, check_path, hook = (
+        rebind(f) for f in (strval, taint, is_user, user_on_stack, importer, static_import, judge, check_path, hook))
+    keep = (hook, taint, is_user, user_on_stack, importer, judge, static_import, check_path, strval,
+            priv["_module_denied"], priv["_socket_msg"], guarded_import, guarded_import_module)
+    ours.update(id(fn) for fn in keep)
+    kept.append(keep)
+    sys.addaudithook(hook)
+    # Blocked modules already imported (by the runner, or a preload) are
+    # forgotten, so that importing one by name goes through the import
+    # system, where the hook sees it, even through an __import__ a library
+    # kept. Modules that hold them keep their reference. The interpreter's
+    # core modules stay: the runner's __import__ judges them.
+    if blocked:
+        for name in list(sys.modules):
+            top = name.split(".", 1)[0]
+            if top in _CORE or (top.startswith("_") and name in sys.builtin_module_names):
+                continue
+            if _module_denied(name, (), blocked):
+                sys.modules.pop(name, None)
+    builtins.__import__ = guarded_import
+    importlib.import_module = guarded_import_module
+    importlib.__import__ = guarded_import
+
+
+_CORE = frozenset(("os", "sys", "posix", "builtins", "io", "_io", "abc", "_abc", "codecs", "_codecs", "encodings",
+                   "importlib", "_imp", "_thread", "threading", "_weakref", "weakref", "marshal", "time", "zipimport",
+                   "posixpath", "genericpath", "stat", "_stat", "signal", "_signal", "errno", "_warnings", "warnings",
+                   "types", "functools", "collections", "json", "ast", "struct", "_struct", "select", "traceback",
+                   "linecache", "opcode", "sysconfig", "base64", "_collections_abc", "site", "math", "gc"))
+
+
+def _explain_eperm(e, denied):
+    """The policy message for an EPERM that a denied capability class
+    caused in C code (seccomp), or None."""
+    if not denied or not isinstance(e, OSError) or e.errno != errno.EPERM:
+        return None
+    text = str(e)
+    if "sandbox policy" in text:
+        return None
+    names = set()
+    tb = e.__traceback__
+    while tb is not None:
+        names.add(tb.tb_frame.f_code.co_name)
+        names.add(linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno).strip())
+        tb = tb.tb_next
+    hints = " ".join(names) + " " + text
+    # The failing call names the class (the kernel's EPERM does not).
+    for cls, words in (("pty", ("openpty", "forkpty", "ptmx")),
+                       ("processes", ("fork", "spawn", "Popen", "_execute_child", "execv", "system(")),
+                       ("sockets", ("socket", "socketpair")),
+                       ("native_code", ("mmap", "memfd", "dlopen", "CDLL", "mprotect"))):
+        if cls in denied and any(w in hints for w in words):
+            return _MSG[cls]
+    return None
+
+
+# ---------------------------------------------------------------- worker
+
+
+class SandboxTimeout(BaseException):
+    """Raised in user code when the run exceeds its time limit."""
+
+
+class SandboxInterrupt(BaseException):
+    """Raised in user code when the caller cancels the run."""
+
+
+class _Run:
+    running = False
+    reason = None
+
+
+_RUN = _Run()
+
+
+def _on_signal(signum, frame):
+    if not _RUN.running or _RUN.reason is not None:
+        return
+    if signum == signal.SIGUSR1:
+        _RUN.reason = "timeout"
+        raise SandboxTimeout("execution exceeded the time limit")
+    _RUN.reason = "interrupt"
+    raise SandboxInterrupt("execution was cancelled")
 
 
 def _user_traceback(tb):
@@ -454,68 +883,56 @@ def _user_traceback(tb):
     return entries[i:] if i < len(entries) else entries
 
 
-def _kill_strays():
-    """Kills every process of the sandbox except the init process and the
-    runner: what a call started does not outlive it in a session."""
-    for _ in range(10):
-        others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, _PID)]
-        if not others:
-            break
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except OSError:
-            pass
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0] > 0:
-                pass
-        except ChildProcessError:
-            pass
-        time.sleep(0.01)
+def _clip(s, n=_MAX_ERROR_TEXT):
+    s = s if isinstance(s, str) else str(s)
+    if len(s) > n:
+        return s[: n // 2] + "\n... [%d characters dropped] ...\n" % (len(s) - n) + s[-(n // 2):]
+    return s
 
 
-def _error_info(e, cell_name):
-    info = {"type": type(e).__name__, "message": str(e), "line": 0, "traceback": ""}
+def _error_info(e, cell_name, denied=()):
+    try:
+        msg = str(e)
+    except BaseException:  # noqa: BLE001 - a user exception's __str__ may raise
+        msg = "<str() failed>"
+    info = {"type": type(e).__name__, "message": msg, "line": 0, "traceback": ""}
     if isinstance(e, SyntaxError):
         info["line"] = e.lineno or 0
-        info["message"] = e.msg or str(e)
+        info["message"] = e.msg or msg
         info["traceback"] = "".join(traceback.format_exception_only(type(e), e))
         return info
+    policy = _explain_eperm(e, denied)
+    if policy:
+        info["message"] = "%s [%s]" % (policy, msg)
+    else:
+        # A library may wrap the refusal (logging.config: "Unable to
+        # configure handler"): name the refusal it wraps.
+        seen, c = 0, e.__cause__ or e.__context__
+        while c is not None and seen < 10:
+            text = _explain_eperm(c, denied) or (str(c) if isinstance(c, (PermissionError, ImportError)) and (
+                "sandbox policy" in str(c) or "refused at run time" in str(c)) else None)
+            if text:
+                info["message"] = "%s (caused by %s: %s)" % (msg, type(c).__name__, text)
+                break
+            seen, c = seen + 1, c.__cause__ or c.__context__
     entries = _user_traceback(e.__traceback__)
     for fs in entries:
         if fs.filename == cell_name:
             info["line"] = fs.lineno or 0
     tb = "Traceback (most recent call last):\n" + "".join(traceback.format_list(entries))
-    tb += "".join(traceback.format_exception_only(type(e), e))
+    try:
+        tb += "".join(traceback.format_exception_only(type(e), e))
+    except BaseException:  # noqa: BLE001
+        tb += "%s\n" % type(e).__name__
     info["traceback"] = tb
+    info["message"] = _clip(info["message"])
+    info["traceback"] = _clip(info["traceback"])
     return info
-
-
-def _snapshot(limit=10000):
-    seen = {}
-    stack = [_WORKDIR]
-    while stack and len(seen) < limit:
-        d = stack.pop()
-        try:
-            with os.scandir(d) as it:
-                for ent in it:
-                    try:
-                        st = ent.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    if ent.is_dir(follow_symlinks=False):
-                        stack.append(ent.path)
-                    else:
-                        seen[os.path.relpath(ent.path, _WORKDIR)] = (st.st_mtime_ns, st.st_size)
-                    if len(seen) >= limit:
-                        break
-        except OSError:
-            continue
-    return seen
 
 
 def _round_trips(v):
     try:
-        enc = json.dumps(v, allow_nan=False)
+        enc = json.dumps(v, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError, OverflowError):
         return None
     try:
@@ -541,9 +958,10 @@ def _collect_state(ns, max_bytes):
             continue
         enc = _round_trips(v)
         if enc is None:
-            dropped.append({"name": name, "type": _type_name(v)})
+            if len(dropped) < _MAX_DROPPED:
+                dropped.append({"name": name[:256], "type": _type_name(v)[:256]})
             continue
-        size += len(json.dumps(name)) + 1 + len(enc.encode("utf-8")) + 1
+        size += len(json.dumps(name, ensure_ascii=False).encode("utf-8")) + 1 + len(enc.encode("utf-8")) + 1
         state[name] = v
     if size > max_bytes:
         raise OverflowError("state out is %d bytes; the maximum is %d bytes (limits.max_state_bytes)" % (size, max_bytes))
@@ -558,25 +976,355 @@ def _figures(max_images, max_bytes):
     try:
         nums = list(plt.get_fignums())
         for num in nums:
+            if len(images) >= max_images:
+                skipped += 1
+                continue
             try:
                 fig = plt.figure(num)
                 buf = io.BytesIO()
                 fig.savefig(buf, format="png")
                 data = buf.getvalue()
+            except (SandboxTimeout, SandboxInterrupt):
+                raise
             except Exception as e:
                 _diag("figure %s: %r" % (num, e))
                 skipped += 1
                 continue
-            if len(images) >= max_images or total + len(data) > max_bytes:
+            if total + len(data) > max_bytes or data[:8] != b"\x89PNG\r\n\x1a\n":
                 skipped += 1
                 continue
             w, h = struct.unpack(">II", data[16:24])
             total += len(data)
             images.append({"png": base64.b64encode(data).decode("ascii"), "width": w, "height": h})
-        plt.close("all")
-    except Exception as e:
-        _diag("figures: %r" % (e,))
+    finally:
+        try:
+            plt.close("all")
+        except Exception:
+            pass
     return images, skipped
+
+
+def _fresh_stdio():
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
+                                  errors="backslashreplace", line_buffering=True)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
+                                  errors="backslashreplace", line_buffering=True)
+    sys.__stdout__ = sys.stdout
+    sys.__stderr__ = sys.stderr
+
+
+def _flush_stdio():
+    for s in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            if s is not None:
+                s.flush()
+        except BaseException:  # noqa: BLE001
+            pass
+
+
+class _Worker:
+    """The runner's view of one worker process."""
+
+    def __init__(self):
+        ctrl_r, ctrl_w = os.pipe()
+        res_r, res_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        # The runner's objects stay out of the worker's garbage collection,
+        # which would otherwise touch (and so copy) every page it inherits.
+        gc.freeze()
+        pid = os.fork()
+        if pid == 0:
+            code = 70
+            try:
+                _worker_main(ctrl_r, res_w, out_w, err_w)
+                code = 0
+            except BaseException:  # noqa: BLE001
+                try:  # fd 2 is the run's stderr capture by now
+                    os.write(2, ("sandbox worker failed: %s" % traceback.format_exc()).encode("utf-8", "replace"))
+                except BaseException:  # noqa: BLE001
+                    pass
+            os._exit(code)
+        for fd in (ctrl_r, res_w, out_w, err_w):
+            os.close(fd)
+        for fd in (ctrl_w, res_r, out_r, err_r):
+            os.set_blocking(fd, False)
+        self.pid = pid
+        self.ctrl = ctrl_w
+        self.res = res_r
+        self.out = out_r
+        self.err = err_r
+        try:
+            self.pidfd = os.pidfd_open(pid)
+        except (OSError, AttributeError):
+            self.pidfd = -1  # the poll loop then looks every 100 ms
+        self.key = None  # capabilities and module rules, fixed at the first run
+        self.hung_up = set()  # output pipes whose every writer is gone
+        self.runs = 0
+        self.dead = False
+        self.status = None
+
+    def kill(self):
+        if not self.dead:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                os.waitpid(self.pid, 0)
+            except ChildProcessError:
+                pass
+            self.dead = True
+        for fd in (self.ctrl, self.res, self.out, self.err, self.pidfd):
+            if fd < 0:
+                continue
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.ctrl = self.res = self.out = self.err = self.pidfd = -1
+
+
+def _worker_main(ctrl_r, res_w, out_w, err_w):
+    # Only what the worker needs: no protocol, no diagnostics channel.
+    global _PROTO_IN, _PROTO_OUT, _DIAG, _libc
+    _PROTO_IN = _PROTO_OUT = _DIAG = -1
+    os.dup2(_DEVNULL, 0)
+    os.dup2(out_w, 1)
+    os.dup2(err_w, 2)
+    keep = {0, 1, 2, ctrl_r, res_w}
+    for fd in range(3, 1024):
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    # The worker's own files in /proc are its own (readable by its
+    # children); the runner's stay closed. The OOM killer takes it first.
+    _libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGUSR1, _on_signal)
+    signal.signal(signal.SIGUSR2, _on_signal)
+    _fresh_stdio()
+    reader = _FrameReader(ctrl_r, _MAX_FRAME)
+    os.set_blocking(ctrl_r, True)
+    guarded = False
+    denied = ()
+    while True:
+        req = None
+        while req is None:
+            for data in reader.frames():
+                req = json.loads(data)
+                break
+            if req is None:
+                reader.feed()
+                if reader.eof:
+                    os._exit(0)
+        if not guarded:
+            caps = req.get("capabilities")
+            mods = req.get("modules") or {}
+            try:
+                _install_seccomp(caps if isinstance(caps, dict) else None)
+            except Exception as e:
+                resp = {"status": "error", "error": {"type": "SandboxError", "line": 0, "traceback": "",
+                                                     "message": "could not install the sandbox's capability filter: %s" % e}}
+                _write_all(res_w, _encode(resp))
+                os._exit(71)
+            # The runner's handle on libc (its function pointers call past
+            # the audit hook) is not left for user code to find.
+            _libc = None
+            _install_guard(caps if isinstance(caps, dict) else None, mods.get("allowed") or (),
+                           mods.get("blocked") or (), threading_ident(), globals())
+            denied = _denied_classes(caps if isinstance(caps, dict) else None)
+            guarded = True
+        resp = _worker_run(req, denied)
+        resp["nonce"] = req.get("nonce")
+        _write_all(res_w, _encode(resp))
+        if req.get("transient"):
+            os._exit(0)
+
+
+def threading_ident():
+    import _thread
+    return _thread.get_ident()
+
+
+_USER = types.ModuleType("__main__")
+_USER.__dict__["__builtins__"] = builtins
+sys.modules["__main__"] = _USER
+if _WORKDIR not in sys.path:
+    sys.path.append(_WORKDIR)
+
+warnings.filterwarnings("ignore", message=".*non-interactive.*")
+warnings.filterwarnings("ignore", message=".*More than .* figures have been opened.*")
+
+
+def _worker_run(req, denied):
+    lim = req.get("limits") or {}
+    max_out = int(lim.get("max_output_bytes") or (1 << 20))
+    max_state = int(lim.get("max_state_bytes") or (1 << 20))
+    max_img = int(lim.get("max_image_bytes") or (4 << 20))
+    max_images = int(lim.get("max_images") or 16)
+    timeout = float(lim.get("timeout_ms") or 30000) / 1000.0
+    transient = bool(req.get("transient"))
+    code = req.get("code") or ""
+    cell_name = req.get("cell") or "<cell>"
+    resp = {"status": "ok"}
+    importlib.invalidate_caches()
+    tree = ast.parse(code, filename=cell_name, mode="exec")
+    ns = _USER.__dict__
+    if transient and isinstance(req.get("state"), dict):
+        ns.update(req["state"])
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    linecache.cache[cell_name] = (len(code), None, code.splitlines(True), cell_name)
+    body = compile(tree, cell_name, "exec", dont_inherit=True)
+    tail = compile(last, cell_name, "eval", dont_inherit=True) if last is not None else None
+
+    exc = None
+    value = None
+    images, skipped = [], 0
+    state = None
+    _RUN.reason = None
+    try:
+        _RUN.running = True
+        try:
+            exec(body, ns)
+            if tail is not None:
+                value = eval(tail, ns)
+        except BaseException as e:  # noqa: BLE001 - everything user code raises is reported
+            exc = e
+        _flush_stdio()
+        # Figures, the result's repr and the state are the call's work too:
+        # they happen inside its time limit.
+        if not isinstance(exc, (SandboxTimeout, SandboxInterrupt)):
+            images, skipped = _figures(max_images, max_img)
+            if value is not None and exc is None:
+                try:
+                    r = repr(value)
+                except (SandboxTimeout, SandboxInterrupt):
+                    raise
+                except BaseException as e:  # noqa: BLE001
+                    r = "<repr failed: %s: %s>" % (type(e).__name__, e)
+                b = r.encode("utf-8", "backslashreplace")
+                if len(b) > max_out:
+                    half = max_out // 2
+                    r = (b[:half].decode("utf-8", "replace") + "\n... [%d bytes dropped] ...\n" % (len(b) - max_out)
+                         + b[-half:].decode("utf-8", "replace"))
+                resp["result"] = r
+            if transient:
+                try:
+                    state = _collect_state(ns, max_state)
+                except OverflowError as e:
+                    state = e
+    except BaseException as e:  # noqa: BLE001 - a timeout while rendering or collecting
+        if exc is None or isinstance(e, (SandboxTimeout, SandboxInterrupt)):
+            exc = e
+    finally:
+        _RUN.running = False
+    _flush_stdio()
+    if skipped:
+        try:
+            os.write(2, ("[%d figure(s) not returned: limit of %d images / %d bytes]\n" % (skipped, max_images, max_img)).encode())
+        except OSError:
+            pass
+    if images:
+        resp["images"] = images
+
+    if exc is not None:
+        resp.pop("result", None)
+        info = _error_info(exc, cell_name, denied)
+        if isinstance(exc, SandboxTimeout):
+            resp["status"] = "timeout"
+            info["message"] = "execution exceeded the time limit of %gs" % timeout
+        elif isinstance(exc, SandboxInterrupt):
+            resp["status"] = "killed"
+        elif isinstance(exc, SystemExit) and exc.code in (0, None):
+            info = None
+        elif isinstance(exc, MemoryError):
+            resp["status"] = "oom"
+        else:
+            resp["status"] = "error"
+        if info is not None:
+            resp["error"] = info
+    if isinstance(state, OverflowError):
+        if resp["status"] == "ok":
+            resp["status"] = "error"
+        resp["error"] = {"type": "StateTooLarge", "message": str(state), "line": 0, "traceback": ""}
+    elif state is not None:
+        resp["state"], dropped = state
+        if dropped:
+            resp["dropped_state"] = dropped
+    return resp
+
+
+# ---------------------------------------------------------------- runner side
+
+
+def _kill_strays(keep):
+    """Kills every process of the sandbox except the runner and keep (the
+    session's worker): what a call started does not outlive it."""
+    for _ in range(10):
+        others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (_PID, keep) and not _zombie(p)]
+        if not others:
+            break
+        for p in others:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        _reap(None)
+        time.sleep(0.005)
+
+
+def _zombie(pid):
+    try:
+        with open("/proc/%s/stat" % pid, "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True
+
+
+def _reap(worker):
+    try:
+        while True:
+            pid, st = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            if worker is not None and pid == worker.pid:
+                worker.dead = True
+                worker.status = st
+    except ChildProcessError:
+        pass
+
+
+def _snapshot(limit=10000):
+    seen = {}
+    stack = [_WORKDIR]
+    while stack and len(seen) < limit:
+        d = stack.pop()
+        try:
+            with os.scandir(d) as it:
+                for ent in it:
+                    try:
+                        st = ent.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if ent.is_dir(follow_symlinks=False):
+                        stack.append(ent.path)
+                    else:
+                        seen[os.path.relpath(ent.path, _WORKDIR)] = (st.st_mtime_ns, st.st_size)
+                    if len(seen) >= limit:
+                        break
+        except OSError:
+            continue
+    return seen
 
 
 def _cgroup_oom_kills():
@@ -593,156 +1341,399 @@ def _cgroup_oom_kills():
     return None
 
 
-def _run(req):
-    t0 = time.perf_counter()
-    rid = req.get("id")
-    lim = req.get("limits") or {}
-    max_out = int(lim.get("max_output_bytes") or (1 << 20))
-    max_state = int(lim.get("max_state_bytes") or (1 << 20))
-    max_img = int(lim.get("max_image_bytes") or (4 << 20))
-    max_images = int(lim.get("max_images") or 16)
-    timeout = float(lim.get("timeout_ms") or 30000) / 1000.0
-    transient = bool(req.get("transient"))
-    code = req.get("code") or ""
-    resp = {"id": rid, "status": "ok", "stdout": "", "stderr": ""}
-    importlib.invalidate_caches()
+_STATUSES = ("ok", "error", "timeout", "oom", "killed")
+_INVALID = "the sandbox sent an invalid reply"
 
-    _CELL[0] += 1
-    cell_name = "<cell-%d>" % _CELL[0]
-    try:
-        tree = ast.parse(code, filename=cell_name, mode="exec")
-    except (SyntaxError, ValueError) as e:
-        resp["status"] = "error"
-        resp["error"] = _error_info(e, cell_name) if isinstance(e, SyntaxError) else {
-            "type": type(e).__name__, "message": str(e), "line": 0, "traceback": ""}
-        resp["duration_ms"] = (time.perf_counter() - t0) * 1000
-        return resp
 
-    want = _gate_imports(req.get("imports"))
-    got = _derive_imports(tree)
-    if want != got:
-        parts = []
-        missing = _diff(got, want)
-        extra = _diff(want, got)
-        if missing:
-            parts.append("CPython sees " + "; ".join(_fmt_fact(f) for f in missing) + " which the gate did not report")
-        if extra:
-            parts.append("the gate reported " + "; ".join(_fmt_fact(f) for f in extra) + " which CPython does not see")
-        resp["status"] = "refused"
-        resp["error"] = {"type": "FactMismatch", "line": (missing or extra)[0][5],
-                         "message": "refusing to run: the static gate and CPython disagree about the imports: " + "; ".join(parts),
-                         "traceback": ""}
-        resp["duration_ms"] = (time.perf_counter() - t0) * 1000
-        return resp
-
-    ns = _USER.__dict__
-    if transient and isinstance(req.get("state"), dict):
-        ns.update(req["state"])
-
-    last = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = ast.Expression(tree.body.pop().value)
-    linecache.cache[cell_name] = (len(code), None, code.splitlines(True), cell_name)
-
-    mods = req.get("modules") or {}
-    _RULES.allowed = tuple(mods.get("allowed") or ())
-    _RULES.blocked = tuple(mods.get("blocked") or ())
-    _RULES.active = bool(_RULES.allowed or _RULES.blocked)
-
-    before = _snapshot()
-    oom_before = _cgroup_oom_kills()
-    out = _Capture(1, max_out)
-    err = _Capture(2, max_out)
-    _fresh_stdio()
-    value = None
-    exc = None
-    done = threading.Event()
-    _RUN.reason = None
-    _RUN.done = done
-    watchdog = threading.Thread(target=_watchdog, args=(done, timeout), daemon=True)
-    try:
-        try:
-            _RUN.running = True
-            watchdog.start()
-            exec(compile(tree, cell_name, "exec", dont_inherit=True), ns)
-            if last is not None:
-                value = eval(compile(last, cell_name, "eval", dont_inherit=True), ns)
-        finally:
-            _RUN.running = False
-            done.set()
-    except BaseException as e:  # noqa: BLE001 - everything user code raises is reported
-        exc = e
-    if _in_child():
-        _flush_stdio()
-        os._exit(0 if exc is None or (isinstance(exc, SystemExit) and exc.code in (0, None)) else 1)
-    reason = _RUN.reason
-    _flush_stdio()
-    images, skipped = _figures(max_images, max_img)
-    if skipped:
-        try:
-            sys.stderr.write("[%d figure(s) not returned: limit of %d images / %d bytes]\n" % (skipped, max_images, max_img))
-        except Exception:
-            pass
-        _flush_stdio()
-    resp["stdout"], resp["stdout_truncated"] = out.finish()
-    resp["stderr"], resp["stderr_truncated"] = err.finish()
-    sys.stdout = sys.__stdout__
-    sys.stderr = sys.__stderr__
-    _RULES.active = False
-    if images:
-        resp["images"] = images
-
-    if exc is not None:
-        info = _error_info(exc, cell_name)
-        if isinstance(exc, SandboxTimeout):
-            resp["status"] = "timeout"
-            info["message"] = "execution exceeded the time limit of %gs" % timeout
-        elif isinstance(exc, SandboxInterrupt):
-            resp["status"] = "killed"
-        elif isinstance(exc, SystemExit) and exc.code in (0, None):
-            info = None
-        elif isinstance(exc, MemoryError):
-            resp["status"] = "oom"
+def _clean_reply(raw, nonce, transient, max_out, max_state, max_img, max_images):
+    """Validates a worker's result and re-applies every cap to it: the
+    worker runs user code, so its reply is untrusted."""
+    r = json.loads(raw)
+    if not isinstance(r, dict):
+        raise ValueError("the result is not an object")
+    if r.get("nonce") != nonce:
+        raise ValueError("the result does not carry this call's nonce")
+    out = {}
+    status = r.get("status")
+    if status not in _STATUSES:
+        raise ValueError("unknown status %.40r" % (status,))
+    out["status"] = status
+    err = r.get("error")
+    if err is not None:
+        if not isinstance(err, dict):
+            raise ValueError("error is not an object")
+        line = err.get("line")
+        out["error"] = {"type": _clip(str(err.get("type") or "Error"), 256), "message": _clip(str(err.get("message") or "")),
+                        "line": line if isinstance(line, int) and not isinstance(line, bool) and 0 <= line < 1 << 31 else 0,
+                        "traceback": _clip(str(err.get("traceback") or ""))}
+    res = r.get("result")
+    if res is not None:
+        if not isinstance(res, str):
+            raise ValueError("result is not a string")
+        b = res.encode("utf-8", "surrogatepass")
+        if len(b) > max_out + 256:
+            half = max_out // 2
+            res = b[:half].decode("utf-8", "replace") + "\n... [%d bytes dropped] ...\n" % (len(b) - max_out) + b[-half:].decode("utf-8", "replace")
+        out["result"] = res
+    if transient and "state" in r:
+        st = r["state"]
+        if not isinstance(st, dict):
+            raise ValueError("state is not an object")
+        if len(json.dumps(st, ensure_ascii=False).encode("utf-8", "surrogatepass")) > max_state:
+            out["status"] = "error" if status == "ok" else status
+            out["error"] = {"type": "StateTooLarge", "line": 0, "traceback": "",
+                            "message": "state out exceeds %d bytes (limits.max_state_bytes)" % max_state}
         else:
-            resp["status"] = "error"
-        if info is not None:
-            resp["error"] = info
-    elif reason == "timeout":
-        resp["status"] = "timeout"
-    elif value is not None:
+            out["state"] = st
+        dropped = r.get("dropped_state")
+        if isinstance(dropped, list):
+            out["dropped_state"] = [{"name": str(d.get("name", ""))[:256], "type": str(d.get("type", ""))[:256]}
+                                    for d in dropped[:_MAX_DROPPED] if isinstance(d, dict)]
+    imgs = r.get("images")
+    if imgs is not None:
+        if not isinstance(imgs, list):
+            raise ValueError("images is not a list")
+        kept, total = [], 0
+        for im in imgs:
+            if len(kept) >= max_images or not isinstance(im, dict) or not isinstance(im.get("png"), str):
+                continue
+            n = len(im["png"]) * 3 // 4
+            if total + n > max_img:
+                continue
+            w, h = im.get("width"), im.get("height")
+            if not (isinstance(w, int) and isinstance(h, int)):
+                continue
+            total += n
+            kept.append({"png": im["png"], "width": w, "height": h})
+        if kept:
+            out["images"] = kept
+    return out
+
+
+def _result_cap(max_out, max_state, max_img, max_images):
+    # JSON may escape a character into 6 bytes.
+    return 6 * (max_out + 2 * _MAX_ERROR_TEXT + _MAX_DROPPED * 600) + 6 * max_state + (max_img * 4) // 3 + max_images * 256 + (64 << 10)
+
+
+def _worker_key(req):
+    """What a worker is fixed to at its first run: the capabilities (its
+    seccomp filter) and the module rules (its audit hook), normalized."""
+    caps = req.get("capabilities")
+    if isinstance(caps, dict):
+        caps = {"processes": bool(caps.get("processes")), "pty": bool(caps.get("pty")),
+                "native_code": bool(caps.get("native_code")),
+                "sockets": sorted({str(f) for f in (caps.get("sockets") or ())})}
+    else:
+        caps = None
+    mods = req.get("modules") or {}
+    rules = [sorted({str(m) for m in (mods.get(k) or ())}) for k in ("allowed", "blocked")]
+    return json.dumps([caps, rules], sort_keys=True)
+
+
+class _Runner:
+    def __init__(self):
+        self.worker = None
+        self.inbuf = _FrameReader(_PROTO_IN, _MAX_FRAME)
+        os.set_blocking(_PROTO_IN, False)
+        self.pending = []  # requests read but not served yet
+        self.cells = 0
+        self.exit = False
+
+    # Protocol input: called whenever the protocol fd is readable.
+    def read_protocol(self, on_interrupt=None):
+        self.inbuf.feed()
         try:
-            r = repr(value)
-        except BaseException as e:  # noqa: BLE001
-            r = "<repr failed: %s: %s>" % (type(e).__name__, e)
-        if len(r) > max_out:
-            r = r[: max_out // 2] + "\n... [%d characters dropped] ...\n" % (len(r) - max_out) + r[-(max_out // 2):]
-        resp["result"] = r
+            for data in self.inbuf.frames():
+                msg = json.loads(data)
+                op = msg.get("op")
+                if op == "exit":
+                    os._exit(0)
+                if op == "interrupt":
+                    if on_interrupt is not None:
+                        on_interrupt()
+                    continue
+                self.pending.append(msg)
+        except ValueError as e:
+            _diag("bad frame: %r" % (e,))
+            os._exit(0)
+        if self.inbuf.eof:
+            # The server went away: nobody is left to read a result.
+            os._exit(0)
 
-    oom_after = _cgroup_oom_kills()
-    if oom_before is not None and oom_after is not None and oom_after > oom_before and resp["status"] in ("ok", "error"):
-        resp["status"] = "oom"
-        resp.setdefault("error", {"type": "OutOfMemory", "line": 0, "traceback": "",
-                                  "message": "a process in the sandbox was killed for exceeding the memory limit"})
+    def serve(self):
+        _send({"op": "ready", "pid": _PID, "python": sys.version.split()[0]})
+        # What every worker's first call would otherwise pay (the metadata
+        # finder's import), paid once here.
+        importlib.invalidate_caches()
+        self.spare()
+        while True:
+            if not self.pending:
+                self.idle_wait()
+                continue
+            req = self.pending.pop(0)
+            op = req.get("op")
+            try:
+                if op == "run":
+                    resp = self.run(req)
+                elif op == "preload":
+                    resp = self.preload(req)
+                else:
+                    resp = _file_op(req)
+            except Exception as e:  # noqa: BLE001 - the loop must survive
+                _diag("internal error: %s" % traceback.format_exc())
+                resp = {"status": "error", "error": {"type": "RunnerError", "message": "%s: %s" % (type(e).__name__, e)}}
+            resp["id"] = req.get("id")
+            resp["nonce"] = req.get("nonce")
+            _send(resp)
+            if (self.worker is None or self.worker.dead) and not (op == "run" and req.get("transient")):
+                self.spare()
 
-    if transient:
-        try:
-            state, dropped = _collect_state(ns, max_state)
-            resp["state"] = state
-            if dropped:
-                resp["dropped_state"] = dropped
-        except OverflowError as e:
-            if resp["status"] == "ok":
-                resp["status"] = "error"
-            resp["error"] = {"type": "StateTooLarge", "message": str(e), "line": 0, "traceback": ""}
+    def spare(self):
+        """Forks a worker before it is needed, off the call's path."""
+        if self.worker is not None:
+            self.worker.kill()
+        self.worker = _Worker()
 
-    if not transient:
-        _kill_strays()
-    after = _snapshot()
-    changed = sorted(p for p, v in after.items() if before.get(p) != v)
-    if changed:
-        resp["files"] = changed[:1000]
-    resp["duration_ms"] = (time.perf_counter() - t0) * 1000
-    return resp
+    def idle_wait(self):
+        p = select.poll()
+        p.register(_PROTO_IN, select.POLLIN)
+        w = self.worker
+        if w is not None and not w.dead:
+            for fd in (w.out, w.err):
+                if fd not in w.hung_up:
+                    p.register(fd, select.POLLIN)
+            if w.pidfd >= 0:
+                p.register(w.pidfd, select.POLLIN)
+            if w.res not in w.hung_up:
+                p.register(w.res, select.POLLIN)
+        for fd, _ in p.poll(1000 if w is None or w.pidfd >= 0 else 100):
+            if fd == _PROTO_IN:
+                self.read_protocol()
+            elif w is not None and fd in (w.out, w.err, w.res):
+                try:
+                    if not os.read(fd, 1 << 16):  # written between calls (threads of a session): dropped
+                        w.hung_up.add(fd)
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    w.hung_up.add(fd)
+        _reap(w)
+        if w is not None and w.dead:
+            w.kill()
+            self.worker = None
+            self.lost = True
+
+    lost = False
+
+    def preload(self, req):
+        """Imports the operator's preload modules into the runner before the
+        sandbox waits for code (a pooled sandbox): workers forked later
+        inherit them. Module rules do not apply: the list comes from the
+        server's configuration, not from a request."""
+        failed = []
+        if self.worker is not None:
+            self.worker.kill()
+            self.worker = None
+        for name in req.get("modules") or ():
+            try:
+                importlib.import_module(name)
+            except BaseException as e:  # noqa: BLE001
+                failed.append("%s: %s: %s" % (name, type(e).__name__, e))
+        _reap(None)
+        return {"status": "ok", "failed": failed}
+
+    def run(self, req):
+        t0 = time.perf_counter()
+        lim = req.get("limits") or {}
+        max_out = int(lim.get("max_output_bytes") or (1 << 20))
+        max_state = int(lim.get("max_state_bytes") or (1 << 20))
+        max_img = int(lim.get("max_image_bytes") or (4 << 20))
+        max_images = int(lim.get("max_images") or 16)
+        timeout = float(lim.get("timeout_ms") or 30000) / 1000.0
+        grace = min(max(float(lim.get("grace_ms") or _GRACE * 1000) / 1000.0, 0.1), 10.0)
+        transient = bool(req.get("transient"))
+        self.cells += 1
+        cell_name = "<cell-%d>" % self.cells
+
+        refused = _check_facts(req, cell_name)
+        if refused is not None:
+            refused["duration_ms"] = (time.perf_counter() - t0) * 1000
+            return refused
+
+        key = _worker_key(req)
+        lost = self.lost
+        self.lost = False
+        note = ""
+        _reap(self.worker)
+        w = self.worker
+        if w is not None and (w.dead or (w.key is not None and w.key != key)):
+            if w.key is not None and w.key != key and not w.dead:
+                note = "[the session's interpreter was restarted: this call's capabilities or module rules differ from the ones it ran with]\n"
+                lost = True
+            if w.dead:
+                lost = True
+            w.kill()
+            w = self.worker = None
+        if w is None:
+            w = self.worker = _Worker()
+        w.key = key
+        w.runs += 1
+
+        self.drain(w.res, _Capture(1))  # anything a session's thread wrote between calls
+        before = _snapshot()
+        oom_before = _cgroup_oom_kills()
+        out, err = _Capture(max_out), _Capture(max_out)
+        child = dict(req)
+        child["cell"] = cell_name
+        child["nonce"] = nonce = os.urandom(16).hex()
+        child.pop("imports", None)
+        pending = bytearray(_encode(child))
+        reader = _FrameReader(w.res, _result_cap(max_out, max_state, max_img, max_images))
+        deadline = time.monotonic() + timeout
+        kill_at = None
+        signalled = [False]
+        reply = None
+        fail = None  # (status, type, message) when the worker gave no valid reply
+
+        def interrupt():
+            if not signalled[0]:
+                signalled[0] = True
+                try:
+                    os.kill(w.pid, signal.SIGUSR2)
+                except OSError:
+                    pass
+            nonlocal kill_at
+            kill_at = time.monotonic() + grace
+
+        while reply is None and fail is None:
+            now = time.monotonic()
+            if kill_at is None and now >= deadline:
+                signalled[0] = True
+                try:
+                    os.kill(w.pid, signal.SIGUSR1)
+                except OSError:
+                    pass
+                kill_at = now + grace
+            if kill_at is not None and now >= kill_at:
+                if now >= deadline:
+                    fail = ("timeout", "Timeout", "execution exceeded the time limit of %gs and did not stop within %gs; its interpreter was killed" % (timeout, grace))
+                else:
+                    fail = ("killed", "SandboxKilled", "the run was cancelled and did not stop within %gs; its interpreter was killed" % grace)
+                break
+            wait = (kill_at if kill_at is not None else deadline) - now
+            p = select.poll()
+            p.register(_PROTO_IN, select.POLLIN)
+            p.register(w.res, select.POLLIN)
+            for fd in (w.out, w.err):
+                if fd not in w.hung_up:
+                    p.register(fd, select.POLLIN)
+            if w.pidfd >= 0:
+                p.register(w.pidfd, select.POLLIN)
+            if pending:
+                p.register(w.ctrl, select.POLLOUT)
+            try:
+                events = p.poll(max(min(int(wait * 1000) + 1, 100 if w.pidfd < 0 else 1 << 30), 1))
+            except InterruptedError:
+                continue
+            for fd, ev in events:
+                if fd == _PROTO_IN:
+                    self.read_protocol(interrupt)
+                elif fd == w.ctrl:
+                    try:
+                        n = os.write(w.ctrl, pending)
+                        del pending[:n]
+                    except BlockingIOError:
+                        pass
+                    except OSError:
+                        pending.clear()
+                elif fd == w.out or fd == w.err:
+                    if not self.drain(fd, out if fd == w.out else err):
+                        w.hung_up.add(fd)
+                elif fd == w.res:
+                    reader.feed()
+                    try:
+                        for data in reader.frames():
+                            reply = data
+                            break
+                    except ValueError as e:
+                        fail = ("killed", "SandboxKilled", "%s: %s" % (_INVALID, e))
+            if reply is None and fail is None:
+                _reap(w)
+                if w.dead or reader.eof:
+                    # One more look: the reply may be in the pipe already.
+                    reader.feed()
+                    try:
+                        for data in reader.frames():
+                            reply = data
+                            break
+                    except ValueError as e:
+                        fail = ("killed", "SandboxKilled", "%s: %s" % (_INVALID, e))
+                    if reply is None and fail is None:
+                        _reap(w)
+                        st = w.status
+                        how = ""
+                        if st is not None and os.WIFSIGNALED(st):
+                            how = " (signal %d)" % os.WTERMSIG(st)
+                        elif st is not None and os.WIFEXITED(st):
+                            how = " (exit code %d)" % os.WEXITSTATUS(st)
+                        fail = ("killed", "SandboxKilled", "the process running the code ended without a result%s" % how)
+
+        # Output written before the reply is in the pipes already.
+        for fd, cap in ((w.out, out), (w.err, err)):
+            self.drain(fd, cap)
+        resp = None
+        if reply is not None:
+            try:
+                resp = _clean_reply(reply, nonce, transient, max_out, max_state, max_img, max_images)
+            except (ValueError, TypeError, RecursionError) as e:
+                fail = ("killed", "SandboxKilled", "%s: %s" % (_INVALID, e))
+        if resp is None:
+            w.kill()
+            lost = True
+            status, typ, msg = fail
+            resp = {"status": status, "error": {"type": typ, "message": msg, "line": 0, "traceback": ""}}
+        if transient:
+            w.kill()
+        elif not w.dead:
+            _kill_strays(w.pid)
+        resp["stdout"], resp["stdout_truncated"] = out.text()
+        resp["stderr"], resp["stderr_truncated"] = err.text()
+        if note:
+            resp["stderr"] = note + resp["stderr"]
+        oom_after = _cgroup_oom_kills()
+        if oom_before is not None and oom_after is not None and oom_after > oom_before and resp["status"] in ("ok", "error", "killed"):
+            if resp["status"] == "killed" or resp["status"] == "ok" or resp.get("error") is None:
+                resp["status"] = "oom"
+                resp["error"] = {"type": "OutOfMemory", "line": 0, "traceback": "",
+                                 "message": "a process in the sandbox was killed for exceeding the memory limit"}
+        after = _snapshot()
+        changed = sorted(p for p, v in after.items() if before.get(p) != v)
+        if changed:
+            files, size = [], 0
+            for f in changed[:_MAX_FILES]:
+                size += len(f)
+                if size > _MAX_FILES_BYTES:
+                    break
+                files.append(f)
+            resp["files"] = files
+        if lost and not transient:
+            resp["state_lost"] = True
+        resp["duration_ms"] = (time.perf_counter() - t0) * 1000
+        linecache.cache.pop(cell_name, None)
+        return resp
+
+    def drain(self, fd, cap):
+        """Reads what is in fd now into cap; False once every writer is gone."""
+        while True:
+            try:
+                b = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                return True
+            except OSError:
+                return False
+            if not b:
+                return False
+            cap.add(b)
 
 
 # ---------------------------------------------------------------- files
@@ -765,13 +1756,15 @@ def _resolve(path):
     return root, real
 
 
+_MAX_LIST_BYTES = 8 << 20
+
+
 def _file_op(req):
     op = req["op"]
-    rid = req.get("id")
     try:
         root, real = _resolve(req.get("path") or ".")
         if op == "read":
-            fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW)
+            fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
             try:
                 st = os.fstat(fd)
                 if not (st.st_mode & 0o170000 == 0o100000):
@@ -790,124 +1783,48 @@ def _file_op(req):
                     chunks.append(b)
             finally:
                 os.close(fd)
-            return {"id": rid, "status": "ok", "data": base64.b64encode(b"".join(chunks)).decode("ascii")}
+            return {"status": "ok", "data": base64.b64encode(b"".join(chunks)).decode("ascii")}
         if op == "write":
             if real == root:
                 raise PathError("cannot write the working directory itself")
             data = base64.b64decode(req.get("data") or "")
             os.makedirs(os.path.dirname(real), exist_ok=True)
             _resolve(os.path.relpath(os.path.dirname(real), root))
-            fd = os.open(real, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+            fd = os.open(real, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
+                _write_all(fd, data)
             finally:
                 os.close(fd)
-            return {"id": rid, "status": "ok"}
+            return {"status": "ok"}
         if op == "list":
             entries = []
             if not os.path.isdir(real):
                 st = os.lstat(real)
                 entries.append({"path": os.path.relpath(real, root), "size": st.st_size, "dir": False,
                                 "mtime_ns": st.st_mtime_ns})
-                return {"id": rid, "status": "ok", "entries": entries}
+                return {"status": "ok", "entries": entries}
             stack = [real]
-            while stack and len(entries) < 10000:
+            size = 0
+            while stack and len(entries) < 10000 and size < _MAX_LIST_BYTES:
                 d = stack.pop()
                 with os.scandir(d) as it:
                     for ent in sorted(it, key=lambda e: e.name):
                         st = ent.stat(follow_symlinks=False)
                         is_dir = ent.is_dir(follow_symlinks=False)
-                        entries.append({"path": os.path.relpath(ent.path, root), "size": st.st_size,
-                                        "dir": is_dir, "mtime_ns": st.st_mtime_ns})
+                        rel = os.path.relpath(ent.path, root)
+                        size += len(rel) + 100
+                        entries.append({"path": rel, "size": st.st_size, "dir": is_dir, "mtime_ns": st.st_mtime_ns})
                         if is_dir:
                             stack.append(ent.path)
             entries.sort(key=lambda e: e["path"])
-            return {"id": rid, "status": "ok", "entries": entries}
+            return {"status": "ok", "entries": entries}
         raise PathError("unknown operation %r" % op)
     except PathError as e:
-        return {"id": rid, "status": "error", "error": {"type": "PathError", "message": str(e)}}
+        return {"status": "error", "error": {"type": "PathError", "message": str(e)}}
     except FileNotFoundError:
-        return {"id": rid, "status": "error", "error": {"type": "FileNotFoundError",
-                                                       "message": "%r does not exist" % req.get("path")}}
+        return {"status": "error", "error": {"type": "FileNotFoundError", "message": "%r does not exist" % req.get("path")}}
     except OSError as e:
-        return {"id": rid, "status": "error", "error": {"type": type(e).__name__,
-                                                       "message": "%r: %s" % (req.get("path"), e.strerror or e)}}
+        return {"status": "error", "error": {"type": type(e).__name__, "message": "%r: %s" % (req.get("path"), e.strerror or e)}}
 
 
-# ---------------------------------------------------------------- preload
-
-
-def _preload(req):
-    """Imports the operator's preload modules before the sandbox waits for
-    code (a pooled sandbox). Module rules do not apply: the list comes from
-    the server's configuration, not from a request."""
-    failed = []
-    for name in req.get("modules") or ():
-        try:
-            _orig_import_module(name)
-        except BaseException as e:  # noqa: BLE001
-            failed.append("%s: %s: %s" % (name, type(e).__name__, e))
-    try:
-        while os.waitpid(-1, os.WNOHANG)[0] > 0:
-            pass
-    except ChildProcessError:
-        pass
-    # One empty run walks every path a real run takes (capture threads,
-    # figures, state, workspace snapshot) so their first-use costs are paid
-    # here and not by the sandbox's one real call.
-    _run({"id": None, "code": "pass", "transient": True, "imports": []})
-    linecache.cache.pop("<cell-%d>" % _CELL[0], None)
-    _CELL[0] = 0
-    return {"id": req.get("id"), "status": "ok", "failed": failed}
-
-
-# ---------------------------------------------------------------- loop
-
-
-def _reader(q):
-    while True:
-        try:
-            msg = _recv()
-        except Exception as e:
-            _diag("bad frame: %r" % (e,))
-            msg = None
-        if msg is None:
-            # The server went away: nobody is left to read a result.
-            os._exit(0)
-        op = msg.get("op")
-        if op == "interrupt":
-            _kick("interrupt")
-        elif op == "exit":
-            os._exit(0)
-        else:
-            q.put(msg)
-
-
-def _main():
-    q = queue.Queue()
-    threading.Thread(target=_reader, args=(q,), daemon=True).start()
-    _send({"op": "ready", "pid": _PID, "python": sys.version.split()[0]})
-    while True:
-        req = q.get()
-        op = req.get("op")
-        try:
-            if op == "run":
-                resp = _run(req)
-            elif op == "preload":
-                resp = _preload(req)
-            else:
-                resp = _file_op(req)
-        except BaseException as e:  # noqa: BLE001 - the loop must survive
-            if _in_child():
-                os._exit(1)
-            _diag("internal error: %s" % traceback.format_exc())
-            resp = {"id": req.get("id"), "status": "error",
-                    "error": {"type": "RunnerError", "message": "%s: %s" % (type(e).__name__, e)}}
-        if _in_child():
-            os._exit(0)
-        _send(resp)
-
-
-_main()
+_Runner().serve()

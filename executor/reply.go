@@ -1,0 +1,152 @@
+package executor
+
+import (
+	"bytes"
+	"fmt"
+	"unicode/utf8"
+)
+
+// Caps of one reply from the sandbox. The runner applies them already; the
+// server applies them again because the sandbox runs untrusted code.
+const (
+	// jsonGrowth is how much JSON may grow a string: a control character
+	// becomes a 6-byte \u00XX escape.
+	jsonGrowth = 6
+	// maxErrorText caps the message and the traceback of a RunError.
+	maxErrorText = 64 << 10
+	// maxDropped caps DroppedState entries; each name and type at 256 bytes.
+	maxDropped = 1000
+	// maxFiles and maxFilesBytes cap Result.Files.
+	maxFiles      = 1000
+	maxFilesBytes = 256 << 10
+	// truncationSlack is room for a "... [N bytes dropped] ..." marker.
+	truncationSlack = 256
+	// replySlack covers the fixed fields of a reply.
+	replySlack = 64 << 10
+	// preloadReplyLimit caps a preload answer (the list of failed imports).
+	preloadReplyLimit = 1 << 20
+	// listReplyLimit caps a list answer: the runner stops listing after
+	// 2 MiB of entries.
+	listReplyLimit = jsonGrowth*(2<<20) + replySlack
+)
+
+func (e *Executor) stateCap() int64 {
+	if v := int64(e.cfg.Limits.MaxStateBytes); v > 0 {
+		return v
+	}
+	return 1 << 20
+}
+
+func (e *Executor) imageCap() int64 {
+	if v := int64(e.cfg.Limits.MaxImageBytes); v > 0 {
+		return v
+	}
+	return 4 << 20
+}
+
+// runReplyLimit is the largest run reply the server reads: the sum of the
+// configured caps (stdout, stderr and the result at the retained output
+// cap, the error text, dropped-state names, the files list, as JSON), the
+// state cap, the images as base64, and slack. A reply announcing more
+// kills the sandbox before any of it is read.
+func (e *Executor) runReplyLimit() int64 {
+	out := e.retainCap()
+	text := 3*(out+truncationSlack) + 2*maxErrorText + maxDropped*600 + maxFilesBytes + maxFiles*8
+	return jsonGrowth*text + jsonGrowth*e.stateCap() + e.imageCap()*4/3 + maxImages*256 + replySlack
+}
+
+// readReplyLimit caps a read answer: the file as base64.
+func (e *Executor) readReplyLimit() int64 {
+	return e.readCap()*4/3 + replySlack
+}
+
+// clipText keeps at most max bytes of s: its head and tail around a
+// marker, cut at rune boundaries. It reports whether it cut.
+func clipText(s string, max int64) (string, bool) {
+	if int64(len(s)) <= max+truncationSlack {
+		return s, false
+	}
+	half := int(max / 2)
+	h, t := half, len(s)-half
+	for h > 0 && !utf8.RuneStart(s[h]) {
+		h--
+	}
+	for t < len(s) && !utf8.RuneStart(s[t]) {
+		t++
+	}
+	head, tail := s[:h], s[t:]
+	return fmt.Sprintf("%s\n... [%d bytes dropped] ...\n%s", head, len(s)-len(head)-len(tail), tail), true
+}
+
+// capResult re-applies the output, state, image, file and error caps to a
+// run reply, in place: what is over a cap is cut (text) or dropped (images,
+// files, dropped-state entries); a state over its cap turns the call into
+// the StateTooLarge error the runner would have reported.
+//
+// Streams are kept up to the retained cap (outputs.max_stream_bytes): the
+// run's result cuts them for display and keeps the rest as a resource. A
+// final expression's repr is shown whole, so it is cut at the output cap.
+func (e *Executor) capResult(r *runnerResponse, transient bool) {
+	stream := e.retainCap()
+	var cut bool
+	if r.Stdout, cut = clipText(r.Stdout, stream); cut {
+		r.StdoutTruncated = true
+	}
+	if r.Stderr, cut = clipText(r.Stderr, stream); cut {
+		r.StderrTruncated = true
+	}
+	if r.Result != nil {
+		s, _ := clipText(*r.Result, e.outputCap())
+		r.Result = &s
+	}
+	if r.Error != nil {
+		r.Error.Type, _ = clipText(r.Error.Type, 256-truncationSlack)
+		r.Error.Message, _ = clipText(r.Error.Message, maxErrorText)
+		r.Error.Traceback, _ = clipText(r.Error.Traceback, maxErrorText)
+		if r.Error.Line < 0 {
+			r.Error.Line = 0
+		}
+	}
+	if !transient {
+		r.State = nil
+		r.DroppedState = nil
+	}
+	if st := bytes.TrimSpace(r.State); len(st) > 0 && !bytes.Equal(st, []byte("null")) {
+		if st[0] != '{' {
+			r.State = nil
+		} else if int64(len(st)) > e.stateCap()+truncationSlack {
+			r.State = nil
+			if r.Status == "ok" {
+				r.Status = "error"
+			}
+			r.Error = &RunError{Type: "StateTooLarge", Message: fmt.Sprintf("state out is %d bytes; the maximum is %d bytes (limits.max_state_bytes)", len(st), e.stateCap())}
+		}
+	}
+	if len(r.DroppedState) > maxDropped {
+		r.DroppedState = r.DroppedState[:maxDropped]
+	}
+	for i := range r.DroppedState {
+		r.DroppedState[i].Name, _ = clipText(r.DroppedState[i].Name, 256-truncationSlack)
+		r.DroppedState[i].Type, _ = clipText(r.DroppedState[i].Type, 256-truncationSlack)
+	}
+	var kept []Image
+	var total int64
+	for _, im := range r.Images {
+		if len(kept) >= maxImages || total+int64(len(im.PNG)) > e.imageCap() {
+			continue
+		}
+		total += int64(len(im.PNG))
+		kept = append(kept, im)
+	}
+	r.Images = kept
+	var files []string
+	size := 0
+	for _, f := range r.Files {
+		size += len(f)
+		if len(files) >= maxFiles || size > maxFilesBytes {
+			break
+		}
+		files = append(files, f)
+	}
+	r.Files = files
+}
