@@ -5,10 +5,13 @@
 #   import-alias resolution (`import os as o; o.system()` is os.system),
 #   with prefix semantics ("subprocess" blocks subprocess.run). A builtins.
 #   prefix is ignored: "open" also blocks builtins.open(). References to a
-#   blocked callable (facts.references) are blocked like calls.
+#   blocked callable (facts.references) are blocked like calls. A call
+#   spelled through a C twin of the module (posix.system for os.system,
+#   see modules.twins) is blocked as well.
 package pydocker.rules.calls
 
 import data.pydocker.lib
+import data.pydocker.rules.modules
 
 prefixes := lib.dotted_all(object.get(data.pydocker.config, "blocked_calls", []))
 
@@ -30,10 +33,42 @@ maybe_blocked if {
 # missing.
 blocked_regex := r if {
 	r := data.pydocker.config.regex.blocked_calls
-} else := lib.list_regex("blocked_calls", object.get(data.pydocker.config, "blocked_calls", []))
+} else := lib.list_regex("blocked_calls", sort(array.concat(
+	object.get(data.pydocker.config, "blocked_calls", []),
+	[n | some n, _ in call_twins],
+)))
+
+# call_twins maps each blocked_calls entry spelled through a C twin of its
+# module ("posix.system" for "os.system") to {"entry", "module", "twin"}.
+# The engine computes it once per configuration
+# (data.pydocker.config.blocked_call_twins); here when missing.
+call_twins := t if {
+	t := data.pydocker.config.blocked_call_twins
+} else := {n: sort([r | some [n2, r] in call_twin_candidates; n2 == n])[0] | some [n, _] in call_twin_candidates}
+
+call_twin_candidates contains [n, {"entry": e, "module": k, "twin": m}] if {
+	some e in object.get(data.pydocker.config, "blocked_calls", [])
+	some group in modules.twins
+	some k in group
+	startswith(lib.dotted(e), lib.dotted(k))
+	some m in group
+	m != k
+	n := concat("", [m, substring(e, count(k), -1)])
+	not strings.any_prefix_match(lib.dotted(n), prefixes)
+}
+
+twin_prefixes := [lib.dotted(n) | some n, _ in call_twins]
 
 # entry is the blocked_calls entry that covers a called name.
 entry(name) := lib.matching(lib.dotted(trim_prefix(name, "builtins.")), prefixes)[0]
+
+# twin is the call_twins record that covers a called name.
+twin(name) := call_twins[trim_suffix(lib.matching(lib.dotted(name), twin_prefixes)[0], ".")] if not entry(name)
+
+twin_msg(what, name, t) := sprintf(
+	"%s %s is blocked: %s is one module with %s, and blocked_calls lists %q",
+	[what, name, t.twin, t.module, t.entry],
+)
 
 deny contains v if {
 	maybe_blocked
@@ -49,4 +84,18 @@ deny contains v if {
 	some r in input.code.facts.references
 	e := entry(r.name)
 	v := lib.violation("calls.blocked", sprintf("reference to %s is blocked (blocked_calls lists %q): it would be called elsewhere", [r.name, e]), r)
+}
+
+deny contains v if {
+	maybe_blocked
+	some c in input.code.facts.calls
+	t := twin(c.name)
+	v := lib.violation("calls.blocked", twin_msg("call to", c.name, t), c)
+}
+
+deny contains v if {
+	maybe_blocked
+	some r in input.code.facts.references
+	t := twin(r.name)
+	v := lib.violation("calls.blocked", twin_msg("reference to", r.name, t), r)
 }

@@ -42,3 +42,21 @@ test_references_are_blocked_too if {
 	d := calls.deny with input as inp with data.pydocker.config.blocked_calls as ["os.system"]
 	d == {{"rule": "calls.blocked", "msg": `reference to os.system is blocked (blocked_calls lists "os.system"): it would be called elsewhere`, "line": 4, "col": 2}}
 }
+
+# A blocked call spelled through a C twin of its module is blocked too.
+test_twin_spellings_are_blocked if {
+	inp := {"code": {"facts": {"calls": [call("posix.system", 1), call("_posixsubprocess.fork_exec", 2), call("posix.getcwd", 3)], "references": [call("_socket.socket", 4)]}}}
+	d := calls.deny with input as inp with data.pydocker.config.blocked_calls as ["os.system", "socket.socket", "subprocess"]
+	{v.line | some v in d} == {1, 2, 4}
+	some v in d
+	v.line == 1
+	v.msg == `call to posix.system is blocked: posix is one module with os, and blocked_calls lists "os.system"`
+}
+
+test_call_twins_table if {
+	t := calls.call_twins with data.pydocker.config.blocked_calls as ["os.system", "posix.system", "json.loads"]
+	t == {
+		"nt.system": {"entry": "os.system", "module": "os", "twin": "nt"}, # not also from posix.system
+		"_json.loads": {"entry": "json.loads", "module": "json", "twin": "_json"},
+	}
+}

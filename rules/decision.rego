@@ -19,6 +19,33 @@ default allow := false
 
 allow if count(violations) == 0
 
+# Capability classes operator rules take away for this call (see
+# rules/capabilities.rego): they can tighten the configured ceiling, never
+# loosen it.
+capability_denied contains n if {
+	some n in data.pydocker.rules[_].capability_denied
+}
+
+configured := data.pydocker.rules.capabilities.configured
+
+default granted(_) := false
+
+granted(class) if {
+	configured[class] == true
+	not capability_denied[class]
+}
+
+capabilities := {
+	"processes": granted("processes"),
+	"sockets": [f |
+		not capability_denied.sockets
+		some f in configured.sockets
+		not capability_denied[concat(".", ["sockets", f])]
+	],
+	"pty": granted("pty"),
+	"native_code": granted("native_code"),
+}
+
 # The engine adds to this the effective limits (each requested limit, or
 # the configured maximum) and the module and call lists for the sandbox
 # runner, all from the configuration: Rego cannot raise them.
@@ -26,4 +53,5 @@ decision := {
 	"allow": allow,
 	"violations": violations,
 	"warnings": warnings,
+	"capabilities": capabilities,
 }

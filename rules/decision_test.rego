@@ -24,7 +24,33 @@ code(imports, calls) := {
 
 test_allow if {
 	d := pydocker.decision with input as code([{"module": "numpy", "level": 0, "from": false, "line": 1, "col": 0}], []) with data.pydocker.config as conf
-	d == {"allow": true, "violations": set(), "warnings": set()}
+	d == {"allow": true, "violations": set(), "warnings": set(), "capabilities": {
+		# os is blocked: no processes, no pty (os.fork, os.openpty)
+		"processes": false, "sockets": ["inet", "inet6", "unix"], "pty": false, "native_code": true,
+	}}
+}
+
+# Operator rules tighten the configured capabilities, per class or per
+# socket family; a class the configuration denies stays denied.
+test_operator_rules_tighten_capabilities if {
+	d := pydocker.decision with input as code([], []) with data.pydocker.config as conf
+		with data.pydocker.rules.op1.capability_denied as {"sockets.inet", "native_code"}
+		with data.pydocker.rules.op2.capability_denied as {"sockets.inet6"}
+	d.allow
+	d.capabilities == {"processes": false, "sockets": ["unix"], "pty": false, "native_code": false}
+}
+
+test_operator_rules_deny_every_socket if {
+	d := pydocker.decision with input as code([], []) with data.pydocker.config as conf
+		with data.pydocker.rules.op.capability_denied as {"sockets"}
+	d.capabilities.sockets == []
+}
+
+# The engine passes the ceiling precomputed; rules cannot raise it.
+test_precomputed_ceiling_is_the_ceiling if {
+	c := json.patch(conf, [{"op": "add", "path": "/capabilities", "value": {"configured": {"processes": false, "sockets": [], "pty": false, "native_code": false}}}])
+	d := pydocker.decision with input as code([], []) with data.pydocker.config as c
+	d.capabilities == {"processes": false, "sockets": [], "pty": false, "native_code": false}
 }
 
 test_deny_collects_every_rule_package if {
