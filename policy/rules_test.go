@@ -219,8 +219,12 @@ func TestDecisionLimitsAndLists(t *testing.T) {
 	want := Decision{Allow: true, Violations: []Violation{}, Warnings: []Violation{},
 		Limits: Limits{Timeout: 5, Memory: 512 << 20, CPUs: 0.5, Pids: 128}}
 	want.Modules.Allowed = []string{"math", "numpy"}
-	want.Modules.Blocked = []string{"os"}
+	// The C twins of os (posix, nt) and of os.path (posixpath) go to the
+	// sandbox's import guard too.
+	want.Modules.Blocked = []string{"nt", "os", "posix", "posixpath"}
 	want.Calls.Blocked = []string{"os.system"}
+	// The allowlist covers no module of any class; os blocked as well.
+	want.Capabilities = Capabilities{Sockets: []string{}}
 	if diff := cmp.Diff(want, d); diff != "" {
 		t.Errorf("decision (-want +got):\n%s", diff)
 	}

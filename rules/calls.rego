@@ -65,16 +65,10 @@ entry(name) := lib.matching(lib.dotted(trim_prefix(name, "builtins.")), prefixes
 # twin is the call_twins record that covers a called name.
 twin(name) := call_twins[trim_suffix(lib.matching(lib.dotted(name), twin_prefixes)[0], ".")] if not entry(name)
 
-twin_msg(what, name, t) := sprintf(
-	"%s %s is blocked: %s is one module with %s, and blocked_calls lists %q",
-	[what, name, t.twin, t.module, t.entry],
-)
-
 deny contains v if {
 	maybe_blocked
 	some c in input.code.facts.calls
-	e := entry(c.name)
-	v := lib.violation("calls.blocked", sprintf("call to %s is blocked (blocked_calls lists %q)", [c.name, e]), c)
+	v := lib.violation("calls.blocked", blocked_msg("call to", c.name, ""), c)
 }
 
 # A blocked callable used as a value (`f = os.system`, `map(os.system, xs)`,
@@ -82,20 +76,12 @@ deny contains v if {
 deny contains v if {
 	maybe_blocked
 	some r in input.code.facts.references
-	e := entry(r.name)
-	v := lib.violation("calls.blocked", sprintf("reference to %s is blocked (blocked_calls lists %q): it would be called elsewhere", [r.name, e]), r)
+	v := lib.violation("calls.blocked", blocked_msg("reference to", r.name, ": it would be called elsewhere"), r)
 }
 
-deny contains v if {
-	maybe_blocked
-	some c in input.code.facts.calls
-	t := twin(c.name)
-	v := lib.violation("calls.blocked", twin_msg("call to", c.name, t), c)
-}
+# blocked_msg is the message for a blocked name, undefined when it is not.
+blocked_msg(what, name, why) := sprintf("%s %s is blocked (blocked_calls lists %q)%s", [what, name, entry(name), why])
 
-deny contains v if {
-	maybe_blocked
-	some r in input.code.facts.references
-	t := twin(r.name)
-	v := lib.violation("calls.blocked", twin_msg("reference to", r.name, t), r)
+blocked_msg(what, name, why) := sprintf("%s %s is blocked: %s is one module with %s, and blocked_calls lists %q%s", [what, name, t.twin, t.module, t.entry, why]) if {
+	t := twin(name)
 }

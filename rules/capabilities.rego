@@ -154,7 +154,7 @@ names := {"processes", "sockets", "sockets.unix", "sockets.inet", "sockets.inet6
 # A name not known is a mistake in an operator rule: deny rather than
 # leave a class open that the author meant to close.
 deny contains v if {
-	some n in data.pydocker.rules[_].capability_denied
+	some n in data.pydocker.capability_denied
 	not names[n]
 	v := lib.violation("capabilities.unknown", sprintf("capability_denied names %q, which is not a capability: want one of %s", [n, concat(", ", sort(names))]), {})
 }

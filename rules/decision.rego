@@ -21,19 +21,25 @@ allow if count(violations) == 0
 
 # Capability classes operator rules take away for this call (see
 # rules/capabilities.rego): they can tighten the configured ceiling, never
-# loosen it.
+# loosen it. The engine lists the packages that define capability_denied
+# in data.pydocker.config.capability_packages, so that the others are not
+# visited on every decision; without that list every package is.
 capability_denied contains n if {
+	not data.pydocker.config.capability_packages
 	some n in data.pydocker.rules[_].capability_denied
 }
 
-configured := data.pydocker.rules.capabilities.configured
-
-default granted(_) := false
-
-granted(class) if {
-	configured[class] == true
-	not capability_denied[class]
+capability_denied contains n if {
+	some p in data.pydocker.config.capability_packages
+	some n in data.pydocker.rules[p].capability_denied
 }
+
+# The configured ceiling, precomputed by the engine.
+configured := c if {
+	c := data.pydocker.config.capabilities.configured
+} else := data.pydocker.rules.capabilities.configured
+
+capabilities := configured if count(capability_denied) == 0
 
 capabilities := {
 	"processes": granted("processes"),
@@ -44,6 +50,15 @@ capabilities := {
 	],
 	"pty": granted("pty"),
 	"native_code": granted("native_code"),
+} if {
+	count(capability_denied) > 0
+}
+
+default granted(_) := false
+
+granted(class) if {
+	configured[class] == true
+	not capability_denied[class]
 }
 
 # The engine adds to this the effective limits (each requested limit, or

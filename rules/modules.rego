@@ -114,11 +114,6 @@ twin_of(module) := blocked_twins[trim_suffix(lib.matching(lib.dotted(module), tw
 	not strings.any_prefix_match(lib.dotted(module), blocked_prefixes)
 }
 
-twin_msg(what, module, t) := sprintf(
-	"%s: module %s is blocked: it is %s %s, and blocked_modules lists %q",
-	[what, module, t.how, t.twin, t.entry],
-)
-
 # Fast path. Most code has nothing to report, so the rules first look at
 # all judged modules at once: `judged` holds one line "MODULE.\n" per
 # import, and one regular expression per list answers for all of them
@@ -193,39 +188,25 @@ blocked_entry(module, names) := hits[0] if {
 deny contains v if {
 	maybe_blocked
 	some imp in imports
-	entry := blocked_entry(imp.module, names(imp))
-	v := lib.violation(
-		"modules.blocked",
-		sprintf("%s: module %s is blocked (blocked_modules lists %q)", [statement(imp), imp.module, entry]),
-		imp,
-	)
+	v := lib.violation("modules.blocked", blocked_msg(statement(imp), imp.module, names(imp)), imp)
 }
 
 deny contains v if {
 	maybe_blocked
 	some d in dynamic_imports
-	entry := blocked_entry(d.arg, [])
-	v := lib.violation(
-		"modules.blocked",
-		sprintf("%s(%q): module %s is blocked (blocked_modules lists %q)", [d.kind, d.arg, d.arg, entry]),
-		d,
-	)
+	v := lib.violation("modules.blocked", blocked_msg(sprintf("%s(%q)", [d.kind, d.arg]), d.arg, []), d)
 }
 
-deny contains v if {
-	maybe_blocked
-	some imp in imports
-	not blocked_entry(imp.module, names(imp))
-	t := twin_of(imp.module)
-	v := lib.violation("modules.blocked", twin_msg(statement(imp), imp.module, t), imp)
-}
+# blocked_msg is the message for a blocked import, undefined when the
+# module is not blocked.
+blocked_msg(what, module, names) := sprintf("%s: module %s is blocked (blocked_modules lists %q)", [what, module, blocked_entry(module, names)])
 
-deny contains v if {
-	maybe_blocked
-	some d in dynamic_imports
-	not blocked_entry(d.arg, [])
-	t := twin_of(d.arg)
-	v := lib.violation("modules.blocked", twin_msg(sprintf("%s(%q)", [d.kind, d.arg]), d.arg, t), d)
+blocked_msg(what, module, names) := sprintf(
+	"%s: module %s is blocked: it is %s %s, and blocked_modules lists %q",
+	[what, module, t.how, t.twin, t.entry],
+) if {
+	not blocked_entry(module, names)
+	t := twin_of(module)
 }
 
 # __future__ imports are compiler directives, not code.
