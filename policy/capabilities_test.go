@@ -145,7 +145,7 @@ func TestTwins(t *testing.T) {
 		"1:modules.blocked:import _socket: module _socket is blocked: it is a C twin of socket, and blocked_modules lists \"socket\"",
 		"2:modules.blocked:import _posixsubprocess: module _posixsubprocess is blocked: it is a C twin of subprocess, and blocked_modules lists \"subprocess\"",
 		"3:modules.blocked:from _ctypes import dlopen: module _ctypes is blocked: it is a C twin of ctypes, and blocked_modules lists \"ctypes\"",
-		"6:calls.blocked:call to posix.system is blocked: posix is one module with os, and blocked_calls lists \"os.system\"",
+		"6:calls.blocked:call to posix.system is blocked: posix.system is os.system under another name, and blocked_calls lists \"os.system\"",
 	}
 	var got []string
 	for _, v := range d.Violations {
@@ -157,5 +157,56 @@ func TestTwins(t *testing.T) {
 	wantBlocked := []string{"_ctypes", "_posixsubprocess", "_socket", "ctypes", "socket", "subprocess"}
 	if diff := cmp.Diff(wantBlocked, d.Modules.Blocked); diff != "" {
 		t.Errorf("modules.blocked (-want +got):\n%s", diff)
+	}
+}
+
+// The routes around the static rules that the strict profile closes, and
+// the aliases every profile resolves: real code through analyze.Source and
+// the shipped rules.
+func TestStaticGaps(t *testing.T) {
+	cfg := config.Default()
+	cfg.BlockedModules = []string{"subprocess", "socket"}
+	cfg.BlockedCalls = []string{"os.system", "os.popen", "builtins.open"}
+	standard := load(t, cfg, nil)
+	cfg.Policy.Profile = "strict"
+	strict := load(t, cfg, nil)
+	tests := []struct {
+		name, src        string
+		standard, strict []string // nil: the same as standard
+	}{
+		{"assignment alias of a module", "import os\no = os\no.system('ls')\n", []string{"3:calls.blocked"}, nil},
+		{"assignment alias of a function", "import os\ns = os.system\ns('ls')\n", []string{"2:calls.blocked", "3:calls.blocked"}, nil},
+		{"alias chain", "import os\na = os\nb = a\nc = b.popen\nc('ls')\n", []string{"4:calls.blocked", "5:calls.blocked"}, nil},
+		{"getattr alias", "import os\nf = getattr(os, 'system')\nf('ls')\n", []string{"2:calls.blocked", "3:calls.blocked"}, nil},
+		{"vars alias", "import os\nf = vars(os)['system']\nf('ls')\n", []string{"3:calls.blocked"}, []string{"2:dynamic.namespace", "3:calls.blocked"}},
+		{"decorator", "import os\n@os.system\ndef f(): pass\n", []string{"2:calls.blocked", "2:calls.blocked"}, nil},
+		{"builtins.open entry", "open('/etc/passwd')\nimport io\nio.open('x')\n", []string{"1:calls.blocked", "3:calls.blocked"}, nil},
+		{"C twin of a blocked module", "import _socket\nfrom _posixsubprocess import fork_exec\n", []string{"1:modules.blocked", "2:modules.blocked"}, nil},
+		{"C twin of a blocked call", "import posix\nposix.system('ls')\n", []string{"2:calls.blocked"}, nil},
+		{"frame walk", "try:\n    1/0\nexcept Exception as e:\n    g = e.__traceback__.tb_frame.f_back.f_globals\n", []string{},
+			[]string{"4:dynamic.dunder", "4:dynamic.frame", "4:dynamic.frame", "4:dynamic.frame"}},
+		{"sys._getframe", "import sys\nsys._getframe(1).f_globals\n", []string{}, []string{"2:dynamic.frame", "2:dynamic.frame"}},
+		{"gc", "import gc\nfor o in gc.get_objects(): pass\n", []string{}, []string{"2:dynamic.gc"}},
+		{"attrgetter", "import operator, os\noperator.attrgetter('system')(os)('ls')\n", []string{}, []string{"2:dynamic.attrgetter"}},
+		{"data science stays allowed", "import numpy as np\nx = np\nprint(x.ones(3).sum())\n", []string{}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			facts, err := analyze.Source([]byte(tt.src), analyze.Options{})
+			if err != nil {
+				t.Fatalf("analyze.Source: %v", err)
+			}
+			in := Input{Tool: ToolExecuteTransient, Code: NewCode(facts, []byte(tt.src))}
+			if diff := cmp.Diff(tt.standard, brief(decide(t, standard, in).Violations)); diff != "" {
+				t.Errorf("standard profile: violations (-want +got):\n%s", diff)
+			}
+			want := tt.strict
+			if want == nil {
+				want = tt.standard
+			}
+			if diff := cmp.Diff(want, brief(decide(t, strict, in).Violations)); diff != "" {
+				t.Errorf("strict profile: violations (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

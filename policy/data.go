@@ -240,6 +240,9 @@ func listRegex(key string, names []any) string {
 	case "allowed_modules":
 		return `(?m)^(?:` + alternatives(list) + `|__future__)\.[^\n]*\n`
 	default: // blocked_calls
+		for i, n := range list {
+			list[i] = strings.TrimPrefix(n, "builtins.")
+		}
 		return `(?m)^(?:builtins\.)?(?:` + alternatives(list) + `)\.`
 	}
 }

@@ -335,7 +335,7 @@ func TestAnalyzedSource(t *testing.T) {
 		{"submodule prefix", "import shutil\nshutil.rmtree('/tmp/x')\nshutil.copy('a', 'b')\n", []string{"2:calls.blocked"}},
 		{"blocked module, nested import", "def f():\n    import subprocess.run\n", []string{"2:modules.blocked"}},
 		{"constant dynamic import", "__import__('subprocess')\n", []string{"1:modules.blocked"}},
-		{"reference", "import os\nf = os.system\nf('ls')\n", []string{"2:calls.blocked"}},
+		{"reference, then a call through it", "import os\nf = os.system\nf('ls')\n", []string{"2:calls.blocked", "3:calls.blocked"}},
 		{"getattr reference", "import os\ngetattr(os, 'system')('ls')\n", []string{"2:calls.blocked"}},
 		{"data science", "import numpy as np\nimport pandas as pd\nprint(np.ones(3), pd.Series([1]))\n", []string{}},
 	}
