@@ -407,6 +407,9 @@ func (w *walker) walk(mod ast.Mod) {
 			w.push(n.Left, c)
 			w.exprs(n.Comparators, c)
 		case *ast.Call:
+			if nm, ok := n.Func.(*ast.Name); ok && string(nm.Id) == bindName && len(n.Args) == 2 {
+				w.noteAssign(n.Args[0], n.Args[1]) // a match keyword capture
+			}
 			w.calls = append(w.calls, n)
 			if n.Func != nil {
 				w.stack = append(w.stack, item{node: n.Func, cond: c, callee: true})
@@ -781,13 +784,11 @@ func (w *walker) facts() Facts {
 		f.Imports = []Import{}
 	}
 	for _, c := range w.calls {
-		names := w.resolve(c.Func)
-		if len(names) == 0 {
-			continue
-		}
-		line, col := w.start(c)
-		for _, n := range names {
-			if n == decoName {
+		// The lowering's own calls (raw names: the code's names with
+		// the prefix are renamed).
+		if nm, ok := c.Func.(*ast.Name); ok {
+			switch string(nm.Id) {
+			case decoName:
 				// A decorator is called with the function: `@os.system`
 				// calls os.system. (Its references and dynamic
 				// features are reported where it appears.)
@@ -798,7 +799,16 @@ func (w *walker) facts() Facts {
 					}
 				}
 				continue
+			case bindName:
+				continue
 			}
+		}
+		names := w.resolve(c.Func)
+		if len(names) == 0 {
+			continue
+		}
+		line, col := w.start(c)
+		for _, n := range names {
 			f.Calls = append(f.Calls, Call{Name: n, Line: line, Col: col})
 			kind := dynKind(n)
 			if kind == "" || kind == "namespace" && len(c.Args) == 0 { // vars() is locals()

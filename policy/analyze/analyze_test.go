@@ -205,6 +205,11 @@ var sourceTests = []struct {
 		calls: []string{"getattr@2:4", "f@3:0", "os.system@3:0", "vars@4:4", "g@5:0", "os.popen@5:0", "h@7:0", "os.execv@7:0"},
 	},
 	{
+		name:  "annotated assignment aliases",
+		src:   "import os\no: object = os\no.system('ls')\nif 1: p: int = o.popen; p()\n",
+		calls: []string{"o.system@3:0", "os.system@3:0", "p@4:24", "os.popen@4:24"},
+	},
+	{
 		name:    "assignment aliases of builtins",
 		src:     "e = eval\ne('1')\nx = 1\nx.real\n",
 		dynamic: []string{"eval:eval:@1:4", "eval:eval:1@2:0"},
@@ -229,6 +234,21 @@ var sourceTests = []struct {
 		name:  "decorators are calls",
 		src:   "import os\ns = os.system\n@os.system\ndef f(): pass\n@s\nclass C: pass\n",
 		calls: []string{"os.system@3:1", "s@5:1", "os.system@5:1"},
+	},
+	{
+		name:  "match keyword captures read the subject's attributes",
+		src:   "import os\nmatch os:\n    case object(system=f) | object(popen=f):\n        f('ls')\n    case object(path=P(join=j)):\n        j('a')\n",
+		calls: []string{"f@4:8", "os.popen@4:8", "os.system@4:8", "j@6:8"},
+	},
+	{
+		name:  "match on an expression binds nothing",
+		src:   "import os\nmatch os.getenv('X'):\n    case str(upper=u):\n        u()\n",
+		calls: []string{"os.getenv@2:6", "u@4:8"},
+	},
+	{
+		name:  "the lowering's names cannot be spelt",
+		src:   "import os\npdmU_deco(os.system)\npdmU_bind(f, os.system)\nf()\n",
+		calls: []string{"pdmU_deco@2:0", "pdmU_bind@3:0", "f@4:0"},
 	},
 	{
 		name:    "getattr family",
