@@ -211,3 +211,11 @@ func TestStaticGaps(t *testing.T) {
 		})
 	}
 }
+
+func TestCapabilityDeniedNotASetDenies(t *testing.T) {
+	e := load(t, config.Default(), fstest.MapFS{"odd.rego": {Data: []byte("package pydocker.rules.odd\n\ncapability_denied := \"sockets\"\n")}})
+	d := decide(t, e, run(analyze.Facts{}))
+	if d.Allow || len(d.Violations) != 1 || d.Violations[0].Rule != "capabilities.unknown" {
+		t.Errorf("decision %+v, want one capabilities.unknown violation", d)
+	}
+}

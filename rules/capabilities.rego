@@ -158,3 +158,13 @@ deny contains v if {
 	not names[n]
 	v := lib.violation("capabilities.unknown", sprintf("capability_denied names %q, which is not a capability: want one of %s", [n, concat(", ", sort(names))]), {})
 }
+
+# capability_denied must be a set (or array) of names: anything else is a
+# mistake that would leave every class open.
+deny contains v if {
+	some p in object.get(config, "capability_packages", [])
+	d := data.pydocker.rules[p].capability_denied
+	not is_set(d)
+	not is_array(d)
+	v := lib.violation("capabilities.unknown", sprintf("data.pydocker.rules.%s.capability_denied is a %s: want a set of capability names", [p, type_name(d)]), {})
+}

@@ -92,3 +92,9 @@ test_unknown_capability_name_denies if {
 test_known_names_do_not_deny if {
 	count(capabilities.deny) == 0 with data.pydocker.rules.op.capability_denied as capabilities.names with data.pydocker.config as {}
 }
+
+test_capability_denied_not_a_set_denies if {
+	d := capabilities.deny with data.pydocker.rules.op.capability_denied as "sockets" with data.pydocker.config as {"capability_packages": ["op"]}
+	d == {{"rule": "capabilities.unknown", "msg": "data.pydocker.rules.op.capability_denied is a string: want a set of capability names", "line": 0, "col": 0}}
+	count(capabilities.deny) == 0 with data.pydocker.rules.op.capability_denied as ["sockets"] with data.pydocker.config as {"capability_packages": ["op"]}
+}
