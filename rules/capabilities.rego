@@ -162,7 +162,7 @@ deny contains v if {
 # capability_denied must be a set (or array) of names: anything else is a
 # mistake that would leave every class open.
 deny contains v if {
-	some p in object.get(config, "capability_packages", [])
+	some p in data.pydocker.config.capability_packages
 	d := data.pydocker.rules[p].capability_denied
 	not is_set(d)
 	not is_array(d)

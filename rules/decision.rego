@@ -39,9 +39,9 @@ configured := c if {
 	c := data.pydocker.config.capabilities.configured
 } else := data.pydocker.rules.capabilities.configured
 
-capabilities := configured if count(capability_denied) == 0
-
-capabilities := {
+capabilities := configured if {
+	count(capability_denied) == 0
+} else := {
 	"processes": granted("processes"),
 	"sockets": [f |
 		not capability_denied.sockets
@@ -50,8 +50,6 @@ capabilities := {
 	],
 	"pty": granted("pty"),
 	"native_code": granted("native_code"),
-} if {
-	count(capability_denied) > 0
 }
 
 default granted(_) := false
