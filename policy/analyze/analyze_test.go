@@ -241,6 +241,11 @@ var sourceTests = []struct {
 		calls: []string{"f@4:8", "os.popen@4:8", "os.system@4:8", "j@6:8"},
 	},
 	{
+		name:  "match keyword captures among other keyword patterns",
+		src:   "import os\nmatch os:\n    case object(sep='/', system=f, name=n, path=P(x=1)):\n        f('ls')\n    case object(name=n, popen=g,):\n        g()\n",
+		calls: []string{"f@4:8", "os.system@4:8", "g@6:8", "os.popen@6:8"},
+	},
+	{
 		name:  "match on an expression binds nothing",
 		src:   "import os\nmatch os.getenv('X'):\n    case str(upper=u):\n        u()\n",
 		calls: []string{"os.getenv@2:6", "u@4:8"},

@@ -18,7 +18,7 @@ import (
 //	match s: / case P if G:  if (s): / if (P) and (G):
 //	Cls(a, k=p) as n       Cls and (a, p)         (class patterns are not calls)
 //	  under match S (a dotted name), a keyword capture k=p becomes
-//	  pdmU_bind(p, (S).k): p is S.k
+//	  k=pdmU_bind(p, (S).k): p is S.k
 
 //	f(*a, k=v, **d)        f(a, v, d)             arguments become positional
 //	[*a], {**d}            [a], {0: d}
@@ -374,7 +374,7 @@ func (lr *lowerer) caseClause(ts []token) []token {
 // pattern lowers a match pattern to an expression: class patterns
 // become `Cls and (args)`, `as name` captures go. With a subject S that is
 // a dotted name, a keyword capture `k=p` of a class pattern at the top of
-// the pattern becomes `pdmU_bind(p, (S).k)`: the pattern reads attribute
+// the pattern becomes `k=pdmU_bind(p, (S).k)`: the pattern reads attribute
 // k of the subject into p (`match os: case object(system=f)` makes f
 // os.system), which the walker binds like `p = S.k`.
 func pattern(ts []token, subject []token) []token {
@@ -389,9 +389,10 @@ func pattern(ts []token, subject []token) []token {
 		if subject != nil && depth == 1 && classDepth == 0 && t.k == kName && !keywords[t.val] &&
 			i+3 < len(ts) && isOp(ts[i+1], "=") && ts[i+2].k == kName && !keywords[ts[i+2].val] &&
 			(isOp(ts[i+3], ",") || isOp(ts[i+3], ")")) && (i == 0 || isOp(ts[i-1], "(") || isOp(ts[i-1], ",")) {
+			// keep `k=` (a keyword among keywords), replace the capture
 			open := syn(kOp, "(", t)
 			open.flag |= fCallParen
-			out = append(out, synName(bindName, t), open, ts[i+2], syn(kOp, ",", t), syn(kOp, "(", t))
+			out = append(out, t, ts[i+1], synName(bindName, t), open, ts[i+2], syn(kOp, ",", t), syn(kOp, "(", t))
 			for _, s := range subject {
 				out = append(out, syn(s.k, s.val, t))
 			}
