@@ -188,6 +188,7 @@ func TestStaticGaps(t *testing.T) {
 		{"sys._getframe", "import sys\nsys._getframe(1).f_globals\n", []string{}, []string{"2:dynamic.frame", "2:dynamic.frame"}},
 		{"gc", "import gc\nfor o in gc.get_objects(): pass\n", []string{}, []string{"2:dynamic.gc"}},
 		{"attrgetter", "import operator, os\noperator.attrgetter('system')(os)('ls')\n", []string{}, []string{"2:dynamic.attrgetter"}},
+		{"walrus", "import os\nif (s := os.system):\n    s('ls')\n", []string{"2:calls.blocked", "3:calls.blocked"}, nil},
 		{"match keyword capture", "import os\nmatch os:\n    case object(system=f):\n        f('ls')\n", []string{"3:calls.blocked", "3:calls.blocked", "4:calls.blocked"}, nil},
 		{"data science stays allowed", "import numpy as np\nx = np\nprint(x.ones(3).sum())\n", []string{}, nil},
 	}

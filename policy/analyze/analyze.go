@@ -208,6 +208,8 @@ func (w *walker) start(e ast.Expr) (int, int) {
 			next = x.Value
 		case *ast.Subscript:
 			next = x.Value
+		case *ast.BoolOp:
+			next = walrusValue(x)
 		}
 		if next == nil {
 			if e == nil {
@@ -368,6 +370,12 @@ func (w *walker) walk(mod ast.Mod) {
 		case *ast.ExprStmt:
 			w.push(n.Value, c)
 		case *ast.BoolOp:
+			if v := walrusValue(n); v != nil {
+				// `y := v`: the target is bound, not used
+				w.noteAssign(n.Values[0].(*ast.Call).Args[0], v)
+				w.exprs(n.Values[1:], c)
+				continue
+			}
 			w.exprs(n.Values, c)
 		case *ast.BinOp:
 			w.push(n.Left, c)
@@ -460,6 +468,12 @@ func (w *walker) resolve(e ast.Expr) []string {
 			rest = append(rest, w.ident(x.Attr))
 			e = x.Value
 			continue
+		case *ast.BoolOp:
+			if v := walrusValue(x); v != nil {
+				e = v
+				continue
+			}
+			return nil
 		case *ast.Name:
 			root := w.ident(x.Id)
 			var tail strings.Builder
@@ -551,6 +565,11 @@ func (w *walker) bindRoot(e ast.Expr) string {
 			}
 			e = x.Args[0]
 			continue
+		case *ast.BoolOp:
+			if e = walrusValue(x); e == nil {
+				return ""
+			}
+			continue
 		case *ast.Subscript:
 			if c, ok := x.Value.(*ast.Call); ok && len(c.Args) == 1 {
 				e = c.Args[0]
@@ -576,6 +595,10 @@ func (w *walker) valueNames(e ast.Expr, depth int) []string {
 		return nil
 	}
 	switch x := e.(type) {
+	case *ast.BoolOp:
+		if v := walrusValue(x); v != nil {
+			return w.valueNames(v, depth+1)
+		}
 	case *ast.Name, *ast.Attribute:
 		root := w.root(e)
 		if root == "" || (len(w.alias[root]) == 0 && len(w.assigned[root]) == 0 && !bindableBuiltins[root]) {
@@ -674,6 +697,25 @@ func (w *walker) bindAssigns() {
 	}
 }
 
+// walrusValue is v of a lowered `y := v` (`pdmU_walrus(y) or v`), nil
+// for any other expression.
+func walrusValue(b *ast.BoolOp) ast.Expr {
+	if b.Op != ast.Or || len(b.Values) < 2 {
+		return nil
+	}
+	c, ok := b.Values[0].(*ast.Call)
+	if !ok || len(c.Args) != 1 {
+		return nil
+	}
+	if nm, ok := c.Func.(*ast.Name); !ok || string(nm.Id) != walrusName {
+		return nil
+	}
+	if _, ok := c.Args[0].(*ast.Name); !ok {
+		return nil
+	}
+	return b.Values[1]
+}
+
 // root returns the name at the root of an attribute chain, or "".
 func (w *walker) root(e ast.Expr) string {
 	for i := 0; i <= maxDotted; i++ {
@@ -681,6 +723,12 @@ func (w *walker) root(e ast.Expr) string {
 		case *ast.Attribute:
 			e = x.Value
 			continue
+		case *ast.BoolOp:
+			if v := walrusValue(x); v != nil {
+				e = v
+				continue
+			}
+			return ""
 		case *ast.Name:
 			return w.ident(x.Id)
 		}
@@ -799,7 +847,7 @@ func (w *walker) facts() Facts {
 					}
 				}
 				continue
-			case bindName:
+			case bindName, walrusName:
 				continue
 			}
 		}

@@ -210,6 +210,11 @@ var sourceTests = []struct {
 		calls: []string{"o.system@3:0", "os.system@3:0", "p@4:24", "os.popen@4:24"},
 	},
 	{
+		name:  "walrus aliases",
+		src:   "import os\n(o := os).system('ls')\nif (s := os.popen):\n    s('x')\nf = (g := o.execv)\nf()\ng()\n(h := lambda: 0)()\nprint(y := os.getcwd(), k := 1)\n",
+		calls: []string{"os.system@2:6", "s@4:4", "os.popen@4:4", "f@6:0", "os.execv@6:0", "g@7:0", "os.execv@7:0", "print@9:0", "os.getcwd@9:11"},
+	},
+	{
 		name:    "assignment aliases of builtins",
 		src:     "e = eval\ne('1')\nx = 1\nx.real\n",
 		dynamic: []string{"eval:eval:@1:4", "eval:eval:1@2:0"},

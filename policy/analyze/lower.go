@@ -13,7 +13,7 @@ import (
 //	f"a{x!r:{w}}"          ('N', (x, (w)))        fields become expressions
 //	"a" "b"                'N'                    one placeholder per literal group
 //	x: T = v               x = (v); (T)           (a.b: T = v: a.b, (T), (v))
-//	(y := f())             (f())
+//	(y := f())             (pdmU_walrus(y) or f())  (a lambda value: (lambda…))
 //	await x, async def     x, def
 //	match s: / case P if G:  if (s): / if (P) and (G):
 //	Cls(a, k=p) as n       Cls and (a, p)         (class patterns are not calls)
@@ -40,6 +40,7 @@ const (
 	placeholderPrefix = "pdmU_"
 	decoName          = placeholderPrefix + "deco"
 	bindName          = placeholderPrefix + "bind"
+	walrusName        = placeholderPrefix + "walrus"
 )
 
 // synName is a name the lowering makes up.
@@ -698,6 +699,16 @@ func (lr *lowerer) emitLine(level int, ts []token, nl token) error {
 				continue
 			}
 			if n := next(i); isOp(n, ":=") && n.flag&fKeep == 0 && !kw {
+				// `y := v` becomes `pdmU_walrus(y) or v`, which the
+				// walker reads as v bound to y (a lambda value, which
+				// cannot follow `or`, just loses the target)
+				if i+2 < len(ts) && !isName(ts[i+2], "lambda") {
+					lr.put(walrusName, t)
+					lr.put("(", t)
+					lr.put(lr.name(t), t)
+					lr.put(")", t)
+					lr.put("or", n)
+				}
 				i++
 				continue
 			}
