@@ -144,6 +144,17 @@ func (w *walker) args(a *ast.Arguments, cond bool) {
 	if a == nil {
 		return
 	}
+	// a default binds its parameter: def f(o=os) makes o os
+	for i, d := range a.Defaults {
+		if j := len(a.Args) - len(a.Defaults) + i; j >= 0 && j < len(a.Args) && a.Args[j] != nil && d != nil {
+			w.noteBind(w.ident(a.Args[j].Arg), d)
+		}
+	}
+	for i, d := range a.KwDefaults {
+		if i < len(a.Kwonlyargs) && a.Kwonlyargs[i] != nil && d != nil {
+			w.noteBind(w.ident(a.Kwonlyargs[i].Arg), d)
+		}
+	}
 	for _, x := range a.Args {
 		if x != nil && x.Annotation != nil {
 			w.push(x.Annotation, cond)
@@ -296,6 +307,17 @@ func (w *walker) walk(mod ast.Mod) {
 		case *ast.For:
 			w.push(n.Target, c)
 			w.push(n.Iter, c)
+			// for o in (os, sys): o stands for each
+			switch it := n.Iter.(type) {
+			case *ast.Tuple:
+				for _, e := range it.Elts {
+					w.noteAssign(n.Target, e)
+				}
+			case *ast.List:
+				for _, e := range it.Elts {
+					w.noteAssign(n.Target, e)
+				}
+			}
 			w.stmts(n.Body, true)
 			w.stmts(n.Orelse, true)
 		case *ast.While:
@@ -517,13 +539,18 @@ type assign struct {
 func (w *walker) noteAssign(target, value ast.Expr) {
 	switch t := target.(type) {
 	case *ast.Name:
-		if w.bindRoot(value) != "" {
-			w.assigns = append(w.assigns, assign{target: w.ident(t.Id), value: value})
-		}
+		w.noteBind(w.ident(t.Id), value)
 	case *ast.Tuple:
 		w.noteUnpack(t.Elts, value)
 	case *ast.List:
 		w.noteUnpack(t.Elts, value)
+	}
+}
+
+// noteBind records that name may stand for value.
+func (w *walker) noteBind(name string, value ast.Expr) {
+	if w.bindRoot(value) != "" {
+		w.assigns = append(w.assigns, assign{target: name, value: value})
 	}
 }
 

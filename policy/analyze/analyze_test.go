@@ -210,6 +210,11 @@ var sourceTests = []struct {
 		calls: []string{"o.system@3:0", "os.system@3:0", "p@4:24", "os.popen@4:24"},
 	},
 	{
+		name:  "parameter defaults and loop targets",
+		src:   "import os, sys\ndef f(a, o=os, *, p=os.popen):\n    o.system('ls')\n    p()\nfor m in (os, sys):\n    m.system()\ng = lambda q=os.execv: q()\n",
+		calls: []string{"o.system@3:4", "os.system@3:4", "p@4:4", "os.popen@4:4", "m.system@6:4", "os.system@6:4", "sys.system@6:4", "q@7:23", "os.execv@7:23"},
+	},
+	{
 		name:  "walrus aliases",
 		src:   "import os\n(o := os).system('ls')\nif (s := os.popen):\n    s('x')\nf = (g := o.execv)\nf()\ng()\n(h := lambda: 0)()\nprint(y := os.getcwd(), k := 1)\n",
 		calls: []string{"os.system@2:6", "s@4:4", "os.popen@4:4", "f@6:0", "os.execv@6:0", "g@7:0", "os.execv@7:0", "print@9:0", "os.getcwd@9:11"},
