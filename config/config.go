@@ -112,7 +112,35 @@ type Policy struct {
 	DecisionLog string `koanf:"decision_log" json:"decision_log"`
 	// DecisionLogCode also writes the code itself into the decision log.
 	DecisionLogCode bool `koanf:"decision_log_code" json:"decision_log_code"`
+	// Capabilities are the capability classes the sandbox enforces in the
+	// kernel for every call (see Capabilities).
+	Capabilities Capabilities `koanf:"capabilities" json:"capabilities"`
 }
+
+// Capabilities say which capability classes user code may use, whatever
+// it imports. Each class is a tri-state: nil (the default) derives it
+// from allowed_modules, blocked_modules and blocked_calls (rules/
+// capabilities.rego holds the mapping: blocking subprocess means no
+// processes, blocking socket means no sockets...); true or false is the
+// operator's word and wins over the lists. Operator Rego may tighten the
+// result per call, never loosen it.
+type Capabilities struct {
+	// Processes: fork, exec, spawn (subprocess, os.system, multiprocessing).
+	Processes *bool `koanf:"processes" json:"processes"`
+	// Sockets: socket(2) and socketpair(2) in the families SocketFamilies.
+	Sockets *bool `koanf:"sockets" json:"sockets"`
+	// PTY: pseudo-terminals (pty, os.openpty, os.forkpty).
+	PTY *bool `koanf:"pty" json:"pty"`
+	// NativeCode: loading native code the image does not already map
+	// (ctypes, cffi, extension modules from writable directories).
+	NativeCode *bool `koanf:"native_code" json:"native_code"`
+	// SocketFamilies are the families allowed when sockets are: any of
+	// unix, inet, inet6.
+	SocketFamilies []string `koanf:"socket_families" json:"socket_families"`
+}
+
+// SocketFamilies are the values of policy.capabilities.socket_families.
+var SocketFamilies = []string{"unix", "inet", "inet6"}
 
 // Pool configures the warm pool of pre-started single-use sandboxes.
 type Pool struct {
@@ -231,7 +259,8 @@ func Default() Config {
 		AllowedModules: []string{},
 		BlockedModules: []string{},
 		BlockedCalls:   []string{},
-		Policy:         Policy{Profile: "standard", Paths: []string{}},
+		Policy: Policy{Profile: "standard", Paths: []string{},
+			Capabilities: Capabilities{SocketFamilies: []string{"unix", "inet", "inet6"}}},
 		Pool: Pool{
 			Enabled:                true,
 			Size:                   2,

@@ -189,6 +189,10 @@ func TestBadInput(t *testing.T) {
 		{name: "directory", file: dir, want: []string{"is a directory"}},
 		{name: "bad env", env: []string{"PYTHON_DOCKER_MCP_POOL_SIZE=many"}, want: []string{"env PYTHON_DOCKER_MCP_POOL_SIZE", "pool.size", `"many"`, "whole number"}},
 		{name: "bad env size", env: []string{"PYTHON_DOCKER_MCP_MEMORY_LIMIT=lots"}, want: []string{"env PYTHON_DOCKER_MCP_MEMORY_LIMIT", "docker.memory_limit"}},
+		{name: "capability not a bool", yaml: "policy:\n  capabilities:\n    sockets: some\n", want: []string{"policy.capabilities.sockets", `"some"`, "true, false, or null"}},
+		{name: "capability a list", yaml: "policy:\n  capabilities:\n    processes: [a]\n", want: []string{"policy.capabilities.processes", "true, false, or null"}},
+		{name: "socket family", yaml: "policy:\n  capabilities:\n    socket_families: [unix, netlink]\n", want: []string{"policy.capabilities.socket_families", `"netlink"`, "unix, inet, inet6"}},
+		{name: "bad env capability", env: []string{"PYTHON_DOCKER_MCP_POLICY_CAPABILITIES_PTY=nope"}, want: []string{"env PYTHON_DOCKER_MCP_POLICY_CAPABILITIES_PTY", "policy.capabilities.pty"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := tc.file
@@ -213,6 +217,34 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("error %q does not name the file %s", msg, f)
 			}
 		})
+	}
+}
+
+// Capabilities are tri-states: unset (nil) unless a file, the environment
+// or a flag says true or false; "auto" and null set them back to unset.
+func TestCapabilities(t *testing.T) {
+	yes, no := true, false
+	dir := t.TempDir()
+	f := writeFile(t, dir, "c.yaml", "policy:\n  capabilities:\n    processes: false\n    sockets: true\n    pty: null\n    socket_families: [unix]\n")
+	l := mustLoad(t, Options{File: f,
+		Env:   []string{"PYTHON_DOCKER_MCP_POLICY_CAPABILITIES_NATIVE_CODE=FALSE", "PYTHON_DOCKER_MCP_POLICY_CAPABILITIES_SOCKETS=auto"},
+		Flags: map[string]string{"policy.capabilities.pty": "true"}})
+	want := Capabilities{Processes: &no, Sockets: nil, PTY: &yes, NativeCode: &no, SocketFamilies: []string{"unix"}}
+	if diff := cmp.Diff(want, l.Config.Policy.Capabilities); diff != "" {
+		t.Errorf("capabilities (-want +got):\n%s", diff)
+	}
+	for key, origin := range map[string]string{
+		"policy.capabilities.processes":   "file",
+		"policy.capabilities.sockets":     "env PYTHON_DOCKER_MCP_POLICY_CAPABILITIES_SOCKETS",
+		"policy.capabilities.pty":         "flag --set policy.capabilities.pty",
+		"policy.capabilities.native_code": "env PYTHON_DOCKER_MCP_POLICY_CAPABILITIES_NATIVE_CODE",
+	} {
+		if l.Origin[key] != origin {
+			t.Errorf("Origin[%s] = %q, want %q", key, l.Origin[key], origin)
+		}
+	}
+	if d := Default().Policy.Capabilities; d.Processes != nil || d.Sockets != nil || d.PTY != nil || d.NativeCode != nil {
+		t.Errorf("default capabilities %+v, want every class unset", d)
 	}
 }
 

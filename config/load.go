@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -348,6 +349,7 @@ func init() {
 var (
 	sizeType     = reflect.TypeOf(Size(0))
 	durationType = reflect.TypeOf(Duration(0))
+	switchType   = reflect.TypeOf((*bool)(nil))
 )
 
 func walkType(t reflect.Type, prefix string, index []int) {
@@ -460,6 +462,22 @@ func set(cfg *Config, key string, val any, src string) *FieldError {
 			return fe(err.Error())
 		}
 		v.SetInt(int64(d))
+	case f.typ == switchType:
+		// A tri-state: true, false, or unset (null in YAML, "" or "auto"
+		// in the environment and flags).
+		s, ok := scalar(val)
+		if !ok {
+			return fe("want true, false, or null (unset: derived from the module and call lists)")
+		}
+		if s = strings.ToLower(strings.TrimSpace(s)); s == "" || s == "auto" || s == "null" {
+			v.Set(reflect.Zero(f.typ))
+			return nil
+		}
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fe("want true, false, or null (unset: derived from the module and call lists)")
+		}
+		v.Set(reflect.ValueOf(&b))
 	case f.typ.Kind() == reflect.String:
 		s, ok := scalar(val)
 		if !ok {
@@ -595,6 +613,11 @@ func validate(c Config, source func(key string) string) Errors {
 		bad("package.max_per_session", c.Package.MaxPerSession, "want 0 (no cap) or more")
 	}
 	oneOf("policy.profile", c.Policy.Profile, "standard", "strict")
+	for _, fam := range c.Policy.Capabilities.SocketFamilies {
+		if !slices.Contains(SocketFamilies, fam) {
+			bad("policy.capabilities.socket_families", fam, "want a list of socket families among: "+strings.Join(SocketFamilies, ", "))
+		}
+	}
 	if c.Pool.Size < 0 || c.Pool.Size > 64 {
 		bad("pool.size", c.Pool.Size, "want 0 to 64")
 	}

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -116,6 +117,10 @@ func configData(cfg config.Config) (map[string]any, Limits, error) {
 	if err != nil {
 		return nil, Limits{}, err
 	}
+	caps, err := capabilitiesData(cfg.Policy.Capabilities)
+	if err != nil {
+		return nil, Limits{}, err
+	}
 
 	max := Limits{
 		Timeout: cfg.Docker.Timeout.D().Seconds(),
@@ -162,6 +167,7 @@ func configData(cfg config.Config) (map[string]any, Limits, error) {
 		"blocked_modules": blockedModules,
 		"blocked_calls":   blockedCalls,
 		"package":         pkg,
+		"capabilities":    caps,
 		"limits":          limits,
 		"max_code_bytes":  int64(cfg.Limits.MaxCodeBytes),
 		"sessions":        map[string]any{"max_per_owner": cfg.Sessions.MaxPerOwner},
@@ -234,8 +240,46 @@ func listRegex(key string, names []any) string {
 	case "allowed_modules":
 		return `(?m)^(?:` + alternatives(list) + `|__future__)\.[^\n]*\n`
 	default: // blocked_calls
+		for i, n := range list {
+			list[i] = strings.TrimPrefix(n, "builtins.")
+		}
 		return `(?m)^(?:builtins\.)?(?:` + alternatives(list) + `)\.`
 	}
+}
+
+// capabilitiesData is data.pydocker.config.capabilities: each class the
+// operator's true or false, or null to derive it from the lists (rules/
+// capabilities.rego), and the allowed socket families, sorted.
+func capabilitiesData(c config.Capabilities) (map[string]any, error) {
+	word := func(b *bool) any {
+		if b == nil {
+			return nil
+		}
+		return *b
+	}
+	seen := map[string]bool{}
+	families := []string{}
+	for i, f := range c.SocketFamilies {
+		if !slices.Contains(config.SocketFamilies, f) {
+			return nil, fmt.Errorf("policy.capabilities.socket_families[%d]: %q is not a socket family: want %s", i, f, strings.Join(config.SocketFamilies, ", "))
+		}
+		if !seen[f] {
+			seen[f] = true
+			families = append(families, f)
+		}
+	}
+	sort.Strings(families)
+	list := make([]any, len(families))
+	for i, f := range families {
+		list[i] = f
+	}
+	return map[string]any{
+		"processes":       word(c.Processes),
+		"sockets":         word(c.Sockets),
+		"pty":             word(c.PTY),
+		"native_code":     word(c.NativeCode),
+		"socket_families": list,
+	}, nil
 }
 
 func packageData(p config.Package) (map[string]any, error) {

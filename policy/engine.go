@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -30,8 +31,11 @@ type Engine struct {
 	max     Limits
 	policy  config.Policy
 	modules []string
-	// The configuration's lists, sorted, for Decision.Modules and .Calls.
+	// The configuration's lists, sorted, for Decision.Modules and .Calls;
+	// blockedModules with the C twins of blocked modules.
 	allowedModules, blockedModules, blockedCalls []string
+	// configured is the capability ceiling the configuration gives.
+	configured Capabilities
 }
 
 // CompileError is returned by Load when Rego does not parse or compile,
@@ -142,8 +146,31 @@ func LoadFS(ctx context.Context, cfg config.Config, fsys fs.FS) (*Engine, error)
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	opts := []func(*rego.Rego){
+	var parsed []*ast.Module
+	for _, n := range names {
+		m, err := ast.ParseModuleWithOpts(n, modules[n], ast.ParserOptions{RegoVersion: ast.RegoV1, ProcessAnnotation: true})
+		if err != nil {
+			problems = append(problems, regoProblems(n, err)...)
+			continue
+		}
+		parsed = append(parsed, m)
+	}
+	if len(problems) > 0 {
+		return nil, &CompileError{Problems: problems}
+	}
+	data["capability_packages"] = capabilityPackages(parsed)
+	// One compiler for both queries: the modules are compiled once.
+	compiler := ast.NewCompiler().WithDefaultRegoVersion(ast.RegoV1).WithUseTypeCheckAnnotations(true)
+	derived, err := derive(ctx, compiler, parsed, data)
+	if err != nil {
+		return nil, err
+	}
+	blockedModules := lists("blocked_modules")
+	blockedModules = append(blockedModules, derived.blockedTwins...)
+	sort.Strings(blockedModules)
+	pq, err := rego.New(
 		rego.Query(Query),
+		rego.Compiler(compiler),
 		// Stored as AST values (converted once here, not on every read);
 		// round-tripped through JSON first so every value is plain JSON.
 		rego.Store(inmem.NewFromObjectWithOpts(map[string]any{"pydocker": map[string]any{"config": data}},
@@ -153,24 +180,13 @@ func LoadFS(ctx context.Context, cfg config.Config, fsys fs.FS) (*Engine, error)
 		// evaluation instead of leaving a deny rule silently undefined:
 		// a policy that cannot judge must not allow.
 		rego.StrictBuiltinErrors(true),
-	}
-	for _, n := range names {
-		m, err := ast.ParseModuleWithOpts(n, modules[n], ast.ParserOptions{RegoVersion: ast.RegoV1, ProcessAnnotation: true})
-		if err != nil {
-			problems = append(problems, regoProblems(n, err)...)
-			continue
-		}
-		opts = append(opts, rego.ParsedModule(m))
-	}
-	if len(problems) > 0 {
-		return nil, &CompileError{Problems: problems}
-	}
-	pq, err := rego.New(opts...).PrepareForEval(ctx)
+	).PrepareForEval(ctx)
 	if err != nil {
 		return nil, &CompileError{Problems: regoProblems("policy", err)}
 	}
 	e := &Engine{query: pq, max: max, policy: cfg.Policy, modules: names,
-		allowedModules: lists("allowed_modules"), blockedModules: lists("blocked_modules"), blockedCalls: lists("blocked_calls")}
+		allowedModules: lists("allowed_modules"), blockedModules: blockedModules, blockedCalls: lists("blocked_calls"),
+		configured: derived.configured}
 	// One evaluation now, so a policy without data.pydocker.decision (or
 	// one that fails on a plain input) is a load error, not a failure of
 	// the first request.
@@ -182,6 +198,15 @@ func LoadFS(ctx context.Context, cfg config.Config, fsys fs.FS) (*Engine, error)
 
 // Modules lists the Rego files the engine was built from.
 func (e *Engine) Modules() []string { return append([]string(nil), e.modules...) }
+
+// Configured returns the capabilities the configuration allows: the
+// ceiling of every decision's Capabilities, before operator rules tighten
+// them per call.
+func (e *Engine) Configured() Capabilities {
+	c := e.configured
+	c.Sockets = append([]string{}, c.Sockets...)
+	return c
+}
 
 // Max returns the configured maxima every decision's limits stay within.
 func (e *Engine) Max() Limits { return e.max }
@@ -205,7 +230,128 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 	d.Modules.Allowed = append([]string{}, e.allowedModules...)
 	d.Modules.Blocked = append([]string{}, e.blockedModules...)
 	d.Calls.Blocked = append([]string{}, e.blockedCalls...)
+	d.Capabilities = within(d.Capabilities, e.configured)
 	return d, nil
+}
+
+// within is c with nothing the configuration does not allow (the rules
+// already keep to it; this keeps the engine's promise without them).
+func within(c, max Capabilities) Capabilities {
+	out := Capabilities{
+		Processes:  c.Processes && max.Processes,
+		PTY:        c.PTY && max.PTY,
+		NativeCode: c.NativeCode && max.NativeCode,
+		Sockets:    make([]string, 0, len(c.Sockets)),
+	}
+	for _, f := range c.Sockets {
+		if slices.Contains(max.Sockets, f) {
+			out.Sockets = append(out.Sockets, f)
+		}
+	}
+	return out
+}
+
+// derived is what the shipped rules compute from the configuration
+// alone, evaluated once per engine and handed back to them as data (the
+// rules compute it themselves when it is missing, as in `opa test`).
+type derived struct {
+	configured   Capabilities
+	blockedTwins []string
+}
+
+// deriveQuery asks the rules for everything that depends on the
+// configuration only.
+const deriveQuery = `caps = data.pydocker.rules.capabilities.configured
+twins = data.pydocker.rules.modules.blocked_twins
+call_twins = data.pydocker.rules.calls.call_twins`
+
+// derive compiles the modules into compiler, evaluates deriveQuery on the
+// configuration and adds the results to data: capabilities.configured,
+// blocked_twins, blocked_call_twins, and the list regular expressions
+// with the twins in them.
+func derive(ctx context.Context, compiler *ast.Compiler, parsed []*ast.Module, data map[string]any) (derived, error) {
+	opts := []func(*rego.Rego){
+		rego.Query(deriveQuery),
+		rego.Compiler(compiler),
+		rego.Store(inmem.NewFromObject(map[string]any{"pydocker": map[string]any{"config": data}})),
+		rego.SetRegoVersion(ast.RegoV1),
+		rego.StrictBuiltinErrors(true),
+	}
+	for _, m := range parsed {
+		opts = append(opts, rego.ParsedModule(m))
+	}
+	pq, err := rego.New(opts...).PrepareForEval(ctx)
+	if err != nil {
+		return derived{}, &CompileError{Problems: regoProblems("policy", err)}
+	}
+	rs, err := pq.Eval(ctx)
+	if err != nil {
+		return derived{}, fmt.Errorf("policy: derive capabilities and C twins from the configuration: %w", err)
+	}
+	if len(rs) != 1 {
+		return derived{}, fmt.Errorf("policy: derive capabilities and C twins from the configuration: the shipped rules give no result")
+	}
+	b := rs[0].Bindings
+	caps, ok := decodeCapabilities(b["caps"])
+	twins, tok := b["twins"].(map[string]any)
+	callTwins, cok := b["call_twins"].(map[string]any)
+	if !ok || !tok || !cok {
+		return derived{}, fmt.Errorf("policy: derive capabilities and C twins from the configuration: unexpected result %v", b)
+	}
+	capsData := data["capabilities"].(map[string]any)
+	capsData["configured"] = map[string]any{
+		"processes": caps.Processes, "sockets": anyList(caps.Sockets), "pty": caps.PTY, "native_code": caps.NativeCode,
+	}
+	data["blocked_twins"] = twins
+	data["blocked_call_twins"] = callTwins
+	d := derived{configured: caps}
+	regex := data["regex"].(map[string]any)
+	for key, extra := range map[string]map[string]any{"blocked_modules": twins, "blocked_calls": callTwins} {
+		all := append([]any{}, data[key].([]any)...)
+		for n := range extra {
+			all = append(all, n)
+			if key == "blocked_modules" {
+				d.blockedTwins = append(d.blockedTwins, n)
+			}
+		}
+		sort.Slice(all, func(i, j int) bool { return all[i].(string) < all[j].(string) })
+		regex[key] = listRegex(key, all)
+	}
+	return d, nil
+}
+
+// capabilityPackages lists the NAMEs of the packages
+// pydocker.rules.NAME that define capability_denied (rules/decision.rego
+// reads only those).
+func capabilityPackages(parsed []*ast.Module) []any {
+	seen := map[string]bool{}
+	out := []any{}
+	for _, m := range parsed {
+		path := m.Package.Path
+		if len(path) != 4 || !path[0].Equal(ast.DefaultRootDocument) || !path[1].Equal(ast.StringTerm("pydocker")) || !path[2].Equal(ast.StringTerm("rules")) {
+			continue
+		}
+		name, ok := path[3].Value.(ast.String)
+		if !ok || seen[string(name)] {
+			continue
+		}
+		for _, r := range m.Rules {
+			if ref := r.Head.Ref(); len(ref) > 0 && ref[0].Equal(ast.VarTerm("capability_denied")) {
+				seen[string(name)] = true
+				out = append(out, string(name))
+				break
+			}
+		}
+	}
+	return out
+}
+
+func anyList(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }
 
 // effective is what the sandbox gets: each requested limit (> 0), never

@@ -485,7 +485,7 @@ func TestListRegex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lists := [][]string{{}, {"os"}, {"sys", "os", "subprocess"}, {"os.path", "a.b.c", "x"}, {"collections.abc", "numpy"}}
+	lists := [][]string{{}, {"os"}, {"sys", "os", "subprocess"}, {"os.path", "a.b.c", "x"}, {"collections.abc", "numpy"}, {"builtins.open", "eval"}}
 	for _, key := range []string{"blocked_modules", "allowed_modules", "blocked_calls"} {
 		for _, l := range lists {
 			names, err := nameList(key, l)

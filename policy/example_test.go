@@ -40,6 +40,31 @@ func TestExamplePolicy(t *testing.T) {
 		t.Errorf("heavy with scope: %+v", d)
 	}
 
+	// network.rego: sockets and processes by scope, for principals with a
+	// subject; never more than the configuration.
+	for _, tt := range []struct {
+		sub    string
+		scopes []string
+		want   Capabilities
+	}{
+		{"alice", []string{}, Capabilities{Sockets: []string{}, PTY: true, NativeCode: true}},
+		{"alice", []string{"python:net"}, Capabilities{Sockets: []string{"inet", "unix"}, PTY: true, NativeCode: true}},
+		{"alice", []string{"python:net", "python:processes"}, Capabilities{Processes: true, Sockets: []string{"inet", "unix"}, PTY: true, NativeCode: true}},
+		{"", nil, allOpen},
+	} {
+		in := run(analyze.Facts{})
+		in.Principal = Principal{Sub: tt.sub, Scopes: tt.scopes}
+		if diff := cmp.Diff(tt.want, decide(t, e, in).Capabilities); diff != "" {
+			t.Errorf("%q %v: capabilities (-want +got):\n%s", tt.sub, tt.scopes, diff)
+		}
+	}
+	cfg.BlockedModules = []string{"socket"}
+	in := run(analyze.Facts{})
+	in.Principal = Principal{Sub: "alice", Scopes: []string{"python:net", "python:processes"}}
+	if got := decide(t, load(t, cfg, nil), in).Capabilities.Sockets; len(got) != 0 {
+		t.Errorf("python:net with socket blocked: sockets %v, want none", got)
+	}
+
 	for _, m := range e.Modules() {
 		if m == "../examples/policy/files_test.rego" {
 			t.Errorf("a test file was loaded into the engine")

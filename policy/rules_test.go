@@ -219,8 +219,12 @@ func TestDecisionLimitsAndLists(t *testing.T) {
 	want := Decision{Allow: true, Violations: []Violation{}, Warnings: []Violation{},
 		Limits: Limits{Timeout: 5, Memory: 512 << 20, CPUs: 0.5, Pids: 128}}
 	want.Modules.Allowed = []string{"math", "numpy"}
-	want.Modules.Blocked = []string{"os"}
+	// The C twins of os (posix, nt) and of os.path (posixpath) go to the
+	// sandbox's import guard too.
+	want.Modules.Blocked = []string{"nt", "os", "posix", "posixpath"}
 	want.Calls.Blocked = []string{"os.system"}
+	// The allowlist covers no module of any class; os blocked as well.
+	want.Capabilities = Capabilities{Sockets: []string{}}
 	if diff := cmp.Diff(want, d); diff != "" {
 		t.Errorf("decision (-want +got):\n%s", diff)
 	}
@@ -331,7 +335,7 @@ func TestAnalyzedSource(t *testing.T) {
 		{"submodule prefix", "import shutil\nshutil.rmtree('/tmp/x')\nshutil.copy('a', 'b')\n", []string{"2:calls.blocked"}},
 		{"blocked module, nested import", "def f():\n    import subprocess.run\n", []string{"2:modules.blocked"}},
 		{"constant dynamic import", "__import__('subprocess')\n", []string{"1:modules.blocked"}},
-		{"reference", "import os\nf = os.system\nf('ls')\n", []string{"2:calls.blocked"}},
+		{"reference, then a call through it", "import os\nf = os.system\nf('ls')\n", []string{"2:calls.blocked", "3:calls.blocked"}},
 		{"getattr reference", "import os\ngetattr(os, 'system')('ls')\n", []string{"2:calls.blocked"}},
 		{"data science", "import numpy as np\nimport pandas as pd\nprint(np.ones(3), pd.Series([1]))\n", []string{}},
 	}

@@ -198,7 +198,36 @@ func decodeDecision(v any) (Decision, error) {
 	d.Violations = violations(obj["violations"])
 	d.Warnings = violations(obj["warnings"])
 	d.Allow = allow && len(d.Violations) == 0
+	// A decision without readable capabilities grants none: the sandbox
+	// must not get more than the policy said.
+	d.Capabilities, _ = decodeCapabilities(obj["capabilities"])
 	return d, nil
+}
+
+// decodeCapabilities reads a capabilities object; ok is false (and every
+// class denied) when v is not one. Sockets is never nil.
+func decodeCapabilities(v any) (c Capabilities, ok bool) {
+	c.Sockets = []string{}
+	obj, isObj := v.(map[string]any)
+	if !isObj {
+		return c, false
+	}
+	p, pok := obj["processes"].(bool)
+	t, tok := obj["pty"].(bool)
+	n, nok := obj["native_code"].(bool)
+	list, lok := obj["sockets"].([]any)
+	if !pok || !tok || !nok || !lok {
+		return c, false
+	}
+	for _, f := range list {
+		s, sok := f.(string)
+		if !sok {
+			return Capabilities{Sockets: []string{}}, false
+		}
+		c.Sockets = append(c.Sockets, s)
+	}
+	c.Processes, c.PTY, c.NativeCode = p, t, n
+	return c, true
 }
 
 func violations(v any) []Violation {

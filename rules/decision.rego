@@ -19,6 +19,46 @@ default allow := false
 
 allow if count(violations) == 0
 
+# Capability classes operator rules take away for this call (see
+# rules/capabilities.rego): they can tighten the configured ceiling, never
+# loosen it. The engine lists the packages that define capability_denied
+# in data.pydocker.config.capability_packages, so that the others are not
+# visited on every decision; without that list every package is.
+capability_denied contains n if {
+	not data.pydocker.config.capability_packages
+	some n in data.pydocker.rules[_].capability_denied
+}
+
+capability_denied contains n if {
+	some p in data.pydocker.config.capability_packages
+	some n in data.pydocker.rules[p].capability_denied
+}
+
+# The configured ceiling, precomputed by the engine.
+configured := c if {
+	c := data.pydocker.config.capabilities.configured
+} else := data.pydocker.rules.capabilities.configured
+
+capabilities := configured if {
+	count(capability_denied) == 0
+} else := {
+	"processes": granted("processes"),
+	"sockets": [f |
+		not capability_denied.sockets
+		some f in configured.sockets
+		not capability_denied[concat(".", ["sockets", f])]
+	],
+	"pty": granted("pty"),
+	"native_code": granted("native_code"),
+}
+
+default granted(_) := false
+
+granted(class) if {
+	configured[class] == true
+	not capability_denied[class]
+}
+
 # The engine adds to this the effective limits (each requested limit, or
 # the configured maximum) and the module and call lists for the sandbox
 # runner, all from the configuration: Rego cannot raise them.
@@ -26,4 +66,5 @@ decision := {
 	"allow": allow,
 	"violations": violations,
 	"warnings": warnings,
+	"capabilities": capabilities,
 }

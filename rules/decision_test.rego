@@ -7,6 +7,9 @@ conf := {
 	"allowed_modules": [],
 	"blocked_modules": ["os"],
 	"blocked_calls": ["os.system"],
+	# The packages that define capability_denied (the engine lists them):
+	# none, so operator rules loaded beside these tests do not count.
+	"capability_packages": [],
 	"limits": {
 		"timeout_seconds": {"max": 30, "key": "docker.timeout", "text": "30s"},
 		"memory_bytes": {"max": 536870912, "key": "docker.memory_limit", "text": "512m"},
@@ -24,7 +27,35 @@ code(imports, calls) := {
 
 test_allow if {
 	d := pydocker.decision with input as code([{"module": "numpy", "level": 0, "from": false, "line": 1, "col": 0}], []) with data.pydocker.config as conf
-	d == {"allow": true, "violations": set(), "warnings": set()}
+	d == {"allow": true, "violations": set(), "warnings": set(), "capabilities": {
+		# os is blocked: no processes, no pty (os.fork, os.openpty)
+		"processes": false, "sockets": ["inet", "inet6", "unix"], "pty": false, "native_code": true,
+	}}
+}
+
+# Operator rules tighten the configured capabilities, per class or per
+# socket family; a class the configuration denies stays denied.
+test_operator_rules_tighten_capabilities if {
+	c := json.patch(conf, [{"op": "replace", "path": "/capability_packages", "value": ["op1", "op2"]}])
+	d := pydocker.decision with input as code([], []) with data.pydocker.config as c
+		with data.pydocker.rules.op1.capability_denied as {"sockets.inet", "native_code"}
+		with data.pydocker.rules.op2.capability_denied as {"sockets.inet6"}
+	d.allow
+	d.capabilities == {"processes": false, "sockets": ["unix"], "pty": false, "native_code": false}
+}
+
+test_operator_rules_deny_every_socket if {
+	c := json.patch(conf, [{"op": "replace", "path": "/capability_packages", "value": ["op"]}])
+	d := pydocker.decision with input as code([], []) with data.pydocker.config as c
+		with data.pydocker.rules.op.capability_denied as {"sockets"}
+	d.capabilities.sockets == []
+}
+
+# The engine passes the ceiling precomputed; rules cannot raise it.
+test_precomputed_ceiling_is_the_ceiling if {
+	c := json.patch(conf, [{"op": "add", "path": "/capabilities", "value": {"configured": {"processes": false, "sockets": [], "pty": false, "native_code": false}}}])
+	d := pydocker.decision with input as code([], []) with data.pydocker.config as c
+	d.capabilities == {"processes": false, "sockets": [], "pty": false, "native_code": false}
 }
 
 test_deny_collects_every_rule_package if {
@@ -44,4 +75,20 @@ test_warnings_do_not_deny if {
 	d := pydocker.decision with input as inp with data.pydocker.config as conf
 	d.allow
 	d.warnings == {{"rule": "dynamic.exec", "msg": "eval() runs code that cannot be checked before the run", "line": 3, "col": 1}}
+}
+
+# Without the engine's list, every package is read.
+test_every_package_read_without_the_list if {
+	c := json.patch(conf, [{"op": "remove", "path": "/capability_packages"}])
+	d := pydocker.decision with input as code([], []) with data.pydocker.config as c
+		with data.pydocker.rules.op.capability_denied as {"native_code"}
+	d.capabilities.native_code == false
+}
+
+# A package not in the list is not read.
+test_packages_not_listed_are_not_read if {
+	c := json.patch(conf, [{"op": "replace", "path": "/capability_packages", "value": ["op1"]}])
+	d := pydocker.decision with input as code([], []) with data.pydocker.config as c
+		with data.pydocker.rules.op2.capability_denied as {"native_code"}
+	d.capabilities.native_code == true
 }

@@ -35,7 +35,7 @@ deserialize_kinds := {
 	"marshal.loads", "marshal.load", "shelve.open",
 }
 
-known_kinds := (((import_kinds | code_kinds) | getattr_kinds) | deserialize_kinds) | {"dunder", "sys.modules"}
+known_kinds := (((import_kinds | code_kinds) | getattr_kinds) | deserialize_kinds) | {"dunder", "sys.modules", "frame", "namespace", "gc", "attrgetter"}
 
 risks contains lib.violation("dynamic.import", sprintf("%s() with a non-constant module name: the import cannot be checked before the run", [d.kind]), d) if {
 	some d in input.code.facts.dynamic
@@ -70,6 +70,32 @@ risks contains lib.violation("dynamic.dunder", sprintf("%s(..., %q) reaches inte
 risks contains lib.violation("dynamic.sys_modules", "sys.modules reaches every loaded module, imported or not", d) if {
 	some d in input.code.facts.dynamic
 	d.kind == "sys.modules"
+}
+
+# Frames hold other code's globals, locals and builtins: from a traceback
+# or a generator, code walks up to the sandbox runner's own frames.
+risks contains lib.violation("dynamic.frame", sprintf("%s reaches the interpreter's frames: other code's globals, locals and builtins", [frame_what(d)]), d) if {
+	some d in input.code.facts.dynamic
+	d.kind == "frame"
+}
+
+frame_what(d) := sprintf("attribute %s", [d.name]) if not contains(d.name, ".")
+
+frame_what(d) := sprintf("%s()", [d.name]) if contains(d.name, ".")
+
+risks contains lib.violation("dynamic.namespace", sprintf("%s() hands out a module's namespace: every function in it, however the code spells it", [d.name]), d) if {
+	some d in input.code.facts.dynamic
+	d.kind == "namespace"
+}
+
+risks contains lib.violation("dynamic.gc", sprintf("%s() reaches every object of the interpreter", [d.name]), d) if {
+	some d in input.code.facts.dynamic
+	d.kind == "gc"
+}
+
+risks contains lib.violation("dynamic.attrgetter", sprintf("%s() reads attributes named by strings at run time, which the static rules cannot follow", [d.name]), d) if {
+	some d in input.code.facts.dynamic
+	d.kind == "attrgetter"
 }
 
 risks contains lib.violation("dynamic.deserialize", sprintf("%s can run arbitrary code while loading data", [d.kind]), d) if {

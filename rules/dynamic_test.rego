@@ -70,3 +70,26 @@ test_messages if {
 		{"rule": "dynamic.dunder", "msg": `getattr(..., "__globals__") reaches interpreter internals`, "line": 9, "col": 0},
 	}
 }
+
+named(kind, name, line) := {"kind": kind, "name": name, "constant": false, "line": line, "col": 0}
+
+# Frames, namespaces, gc and attrgetter: denied by strict, warned about
+# by standard.
+test_frames_namespaces_gc_attrgetter if {
+	inp := code([
+		named("frame", "tb_frame", 1),
+		named("frame", "sys._getframe", 2),
+		named("namespace", "vars", 3),
+		named("gc", "gc.get_objects", 4),
+		named("attrgetter", "operator.attrgetter", 5),
+	])
+	d := dynamic.deny with input as inp with data.pydocker.config.profile as "strict"
+	{[v.line, v.rule] | some v in d} == {[1, "dynamic.frame"], [2, "dynamic.frame"], [3, "dynamic.namespace"], [4, "dynamic.gc"], [5, "dynamic.attrgetter"]}
+	{v.msg | some v in d; v.line <= 2} == {
+		"attribute tb_frame reaches the interpreter's frames: other code's globals, locals and builtins",
+		"sys._getframe() reaches the interpreter's frames: other code's globals, locals and builtins",
+	}
+	w := dynamic.warn with input as inp with data.pydocker.config.profile as "standard"
+	count(w) == 5
+	count(dynamic.deny) == 0 with input as inp with data.pydocker.config.profile as "standard"
+}

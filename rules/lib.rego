@@ -21,7 +21,8 @@ violation(rule, msg, at) := {
 #     an entry: (?m)^(?:os|sys)\.|^(?:a|a\.b)\.$
 #   allowed_modules: every line under an entry (or __future__), to delete:
 #     (?m)^(?:numpy|__future__)\.[^\n]*\n
-#   blocked_calls: a line under an entry, builtins. optional:
+#   blocked_calls: a line under an entry (its builtins. prefix left out),
+#     builtins. optional:
 #     (?m)^(?:builtins\.)?(?:os\.system)\.
 list_regex(_, names) := "" if count(names) == 0
 
@@ -35,7 +36,7 @@ list_regex(key, names) := sprintf(`(?m)^(?:%s|__future__)\.[^\n]*\n`, [alternati
 	count(names) > 0
 }
 
-list_regex(key, names) := sprintf(`(?m)^(?:builtins\.)?(?:%s)\.`, [alternatives(names)]) if {
+list_regex(key, names) := sprintf(`(?m)^(?:builtins\.)?(?:%s)\.`, [alternatives([trim_prefix(n, "builtins.") | some n in names])]) if {
 	key == "blocked_calls"
 	count(names) > 0
 }

@@ -9,6 +9,8 @@
 #   Only the user's code is judged: modules that libraries import for
 #   themselves (numpy imports os) are not imports of the code.
 #   One violation per offending import, at its line.
+#   A module and its C twin are one: with socket blocked, `import _socket`
+#   is blocked too (and the other way round); see `twins`.
 package pydocker.rules.modules
 
 import data.pydocker.lib
@@ -29,6 +31,88 @@ dynamic_imports := [d |
 	d.constant
 	not startswith(d.arg, ".")
 ]
+
+# C twins: a Python module first, then the C modules that hold the same
+# functions (os.system is posix.system). Blocking one blocks the others,
+# in the static rules and, through the decision's modules.blocked, in the
+# sandbox's import guard.
+twins := [
+	["os", "posix", "nt"],
+	["os.path", "posixpath"],
+	["socket", "_socket"],
+	["subprocess", "_posixsubprocess"],
+	["ctypes", "_ctypes"],
+	["cffi", "_cffi_backend"],
+	["multiprocessing", "_multiprocessing", "_posixshmem"],
+	["ssl", "_ssl"],
+	["pickle", "_pickle"],
+	["threading", "_thread"],
+	["asyncio", "_asyncio"],
+	["io", "_io"],
+	["signal", "_signal"],
+	["selectors", "select"],
+	["importlib", "_imp", "_frozen_importlib", "_frozen_importlib_external"],
+	["json", "_json"],
+	["sqlite3", "_sqlite3"],
+	["xml.etree.ElementTree", "_elementtree"],
+	["xml.parsers.expat", "pyexpat"],
+	["hashlib", "_hashlib"],
+	["random", "_random"],
+	["functools", "_functools"],
+	["operator", "_operator"],
+	["collections", "_collections"],
+	["datetime", "_datetime"],
+	["decimal", "_decimal"],
+	["struct", "_struct"],
+	["csv", "_csv"],
+	["locale", "_locale"],
+	["queue", "_queue"],
+	["weakref", "_weakref"],
+	["warnings", "_warnings"],
+	["codecs", "_codecs"],
+	["tracemalloc", "_tracemalloc"],
+	["curses", "_curses", "_curses_panel"],
+	["dbm", "_dbm", "_gdbm"],
+	["bz2", "_bz2"],
+	["lzma", "_lzma"],
+	["zoneinfo", "_zoneinfo"],
+	["uuid", "_uuid"],
+	["contextvars", "_contextvars"],
+	["heapq", "_heapq"],
+	["bisect", "_bisect"],
+]
+
+# blocked_twins maps each module blocked because a twin of it is
+# blocked to {"twin", "entry", "how"}: the blocked twin, the
+# blocked_modules entry that covers it, and how the two relate. The engine
+# computes it once per configuration (data.pydocker.config.blocked_twins);
+# here when missing.
+blocked_twins := t if {
+	t := data.pydocker.config.blocked_twins
+} else := {m: sort([r | some [m2, r] in twin_candidates; m2 == m])[0] | some [m, _] in twin_candidates}
+
+# One module may be the twin of several blocked ones (nt of os and of
+# posix): blocked_twins keeps the first record.
+twin_candidates contains [m, {"twin": k, "entry": e, "how": how(group, m)}] if {
+	some group in twins
+	some k in group
+	some e in object.get(data.pydocker.config, "blocked_modules", [])
+	startswith(lib.dotted(k), lib.dotted(e))
+	some m in group
+	m != k
+	not strings.any_prefix_match(lib.dotted(m), blocked_prefixes)
+}
+
+how(group, m) := "the Python module of" if m == group[0]
+
+how(group, m) := "a C twin of" if m != group[0]
+
+twin_prefixes := [lib.dotted(m) | some m, _ in blocked_twins]
+
+# twin_of is the blocked_twins record of the twin that covers module.
+twin_of(module) := blocked_twins[trim_suffix(lib.matching(lib.dotted(module), twin_prefixes)[0], ".")] if {
+	not strings.any_prefix_match(lib.dotted(module), blocked_prefixes)
+}
 
 # Fast path. Most code has nothing to report, so the rules first look at
 # all judged modules at once: `judged` holds one line "MODULE.\n" per
@@ -59,7 +143,10 @@ maybe_unlisted if {
 # by the engine in data.pydocker.config.regex, built here when missing.
 blocked_regex := r if {
 	r := data.pydocker.config.regex.blocked_modules
-} else := lib.list_regex("blocked_modules", object.get(data.pydocker.config, "blocked_modules", []))
+} else := lib.list_regex("blocked_modules", sort(array.concat(
+	object.get(data.pydocker.config, "blocked_modules", []),
+	[m | some m, _ in blocked_twins],
+)))
 
 allowed_regex := r if {
 	r := data.pydocker.config.regex.allowed_modules
@@ -101,23 +188,25 @@ blocked_entry(module, names) := hits[0] if {
 deny contains v if {
 	maybe_blocked
 	some imp in imports
-	entry := blocked_entry(imp.module, names(imp))
-	v := lib.violation(
-		"modules.blocked",
-		sprintf("%s: module %s is blocked (blocked_modules lists %q)", [statement(imp), imp.module, entry]),
-		imp,
-	)
+	v := lib.violation("modules.blocked", blocked_msg(statement(imp), imp.module, names(imp)), imp)
 }
 
 deny contains v if {
 	maybe_blocked
 	some d in dynamic_imports
-	entry := blocked_entry(d.arg, [])
-	v := lib.violation(
-		"modules.blocked",
-		sprintf("%s(%q): module %s is blocked (blocked_modules lists %q)", [d.kind, d.arg, d.arg, entry]),
-		d,
-	)
+	v := lib.violation("modules.blocked", blocked_msg(sprintf("%s(%q)", [d.kind, d.arg]), d.arg, []), d)
+}
+
+# blocked_msg is the message for a blocked import, undefined when the
+# module is not blocked.
+blocked_msg(what, module, names) := sprintf("%s: module %s is blocked (blocked_modules lists %q)", [what, module, blocked_entry(module, names)])
+
+blocked_msg(what, module, names) := sprintf(
+	"%s: module %s is blocked: it is %s %s, and blocked_modules lists %q",
+	[what, module, t.how, t.twin, t.entry],
+) if {
+	not blocked_entry(module, names)
+	t := twin_of(module)
 }
 
 # __future__ imports are compiler directives, not code.
@@ -146,6 +235,7 @@ deny contains v if {
 	some imp in imports
 	not allowed(imp.module, names(imp))
 	not blocked_entry(imp.module, names(imp))
+	not twin_of(imp.module)
 	v := lib.violation("modules.not_allowed", not_allowed_msg(statement(imp), imp.module), imp)
 }
 
@@ -154,6 +244,7 @@ deny contains v if {
 	some d in dynamic_imports
 	not allowed(d.arg, [])
 	not blocked_entry(d.arg, [])
+	not twin_of(d.arg)
 	v := lib.violation("modules.not_allowed", not_allowed_msg(sprintf("%s(%q)", [d.kind, d.arg]), d.arg), d)
 }
 

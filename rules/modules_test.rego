@@ -172,3 +172,54 @@ test_precomputed_regex if {
 	d := modules.deny with input as code([imp("os.path", 1), imp("numpy", 2), imp("scipy", 3)], []) with data.pydocker.config as conf
 	{[v.line, v.rule] | some v in d} == {[1, "modules.blocked"], [3, "modules.not_allowed"]}
 }
+
+# A module and its C twin are one: blocking socket blocks _socket, blocking
+# os blocks posix and posixpath, and blocking the C module blocks the
+# Python one.
+test_twins_are_blocked_as_one if {
+	inp := code(
+		[imp("_socket", 1), from_imp("posix", ["system"], 2), imp("posixpath", 3), imp("_posixsubprocess", 4), imp("numpy", 5)],
+		[{"kind": "__import__", "arg": "_socket", "constant": true, "line": 6, "col": 0}],
+	)
+	d := modules.deny with input as inp with data.pydocker.config as cfg([], ["os", "socket"])
+	{v.line | some v in d} == {1, 2, 3, 6}
+	rules_of(d) == {"modules.blocked"}
+	some v in d
+	v.line == 1
+	v.msg == `import _socket: module _socket is blocked: it is a C twin of socket, and blocked_modules lists "socket"`
+}
+
+test_python_module_of_a_blocked_twin if {
+	d := modules.deny with input as code([imp("ctypes.util", 1)], []) with data.pydocker.config as cfg([], ["_ctypes"])
+	d == {{"rule": "modules.blocked", "msg": `import ctypes.util: module ctypes.util is blocked: it is the Python module of _ctypes, and blocked_modules lists "_ctypes"`, "line": 1, "col": 0}}
+}
+
+# A twin blocked is not also reported as missing from the allowlist.
+test_twin_with_allowlist if {
+	d := modules.deny with input as code([imp("_socket", 1)], []) with data.pydocker.config as cfg(["math"], ["socket"])
+	rules_of(d) == {"modules.blocked"}
+	count(d) == 1
+}
+
+test_twins_precomputed if {
+	conf := {
+		"allowed_modules": [], "blocked_modules": ["socket"],
+		"blocked_twins": {"_socket": {"twin": "socket", "entry": "socket", "how": "a C twin of"}},
+		"regex": {"blocked_modules": `(?m)^(?:_socket|socket)\.`},
+	}
+	d := modules.deny with input as code([imp("_socket", 1), imp("posix", 2)], []) with data.pydocker.config as conf
+	{v.line | some v in d} == {1}
+}
+
+test_blocked_twins_table if {
+	t := modules.blocked_twins with data.pydocker.config as cfg([], ["os", "posixpath"])
+	t == {
+		"posix": {"twin": "os", "entry": "os", "how": "a C twin of"},
+		"nt": {"twin": "os", "entry": "os", "how": "a C twin of"},
+	}
+}
+
+test_twin_of_two_blocked_modules if {
+	t := modules.blocked_twins with data.pydocker.config as cfg([], ["posix", "nt"])
+	t == {"os": {"twin": "nt", "entry": "nt", "how": "the Python module of"}}
+}

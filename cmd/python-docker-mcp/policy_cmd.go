@@ -83,6 +83,7 @@ func policyCheck(ctx context.Context, cfg config.Config, e *policy.Engine, file 
 		// same rule names the server reports.
 		d = policy.Decision{Violations: []policy.Violation{policy.AnalyzeViolation(err)}, Warnings: []policy.Violation{}}
 		d.Modules.Allowed, d.Modules.Blocked, d.Calls.Blocked = []string{}, []string{}, []string{}
+		d.Capabilities.Sockets = []string{}
 		facts = analyze.Facts{Imports: []analyze.Import{}, Dynamic: []analyze.Dynamic{}, Calls: []analyze.Call{}}
 	} else {
 		in := policy.Input{Tool: policy.ToolExecuteTransient, Code: policy.NewCode(facts, src), Principal: policy.Principal{Scopes: []string{}}}

@@ -115,6 +115,7 @@ func TestPolicyCheckJSON(t *testing.T) {
 			Modules struct {
 				Blocked []string `json:"blocked"`
 			} `json:"modules"`
+			Capabilities map[string]any `json:"capabilities"`
 		} `json:"decision"`
 	}
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
@@ -128,8 +129,13 @@ func TestPolicyCheckJSON(t *testing.T) {
 		t.Errorf("facts.imports modules (-want +got):\n%s", diff)
 	}
 	if got.Decision.Allow || len(got.Decision.Violations) != 1 || got.Decision.Violations[0].Line != 2 ||
-		!cmp.Equal(got.Decision.Modules.Blocked, []string{"subprocess"}) {
+		!cmp.Equal(got.Decision.Modules.Blocked, []string{"_posixsubprocess", "subprocess"}) {
 		t.Errorf("decision = %+v", got.Decision)
+	}
+	// subprocess blocked: no processes, the rest open.
+	wantCaps := map[string]any{"processes": false, "sockets": []any{"inet", "inet6", "unix"}, "pty": true, "native_code": true}
+	if diff := cmp.Diff(wantCaps, got.Decision.Capabilities); diff != "" {
+		t.Errorf("decision.capabilities (-want +got):\n%s", diff)
 	}
 }
 
@@ -185,7 +191,11 @@ func TestPolicyEval(t *testing.T) {
 				Violations []struct {
 					Rule string `json:"rule"`
 				} `json:"violations"`
-				Limits map[string]float64 `json:"limits"`
+				Limits       map[string]float64 `json:"limits"`
+				Capabilities *struct {
+					Processes bool     `json:"processes"`
+					Sockets   []string `json:"sockets"`
+				} `json:"capabilities"`
 			}
 			if err := json.Unmarshal([]byte(out), &d); err != nil {
 				t.Fatalf("stdout: %v\n%s", err, out)
@@ -199,6 +209,9 @@ func TestPolicyEval(t *testing.T) {
 			}
 			if d.Limits["memory_bytes"] != float64(cfg.Docker.MemoryLimit) {
 				t.Errorf("effective limits = %v", d.Limits)
+			}
+			if c := d.Capabilities; c == nil || !c.Processes || !cmp.Equal(c.Sockets, []string{"inet", "inet6", "unix"}) {
+				t.Errorf("capabilities = %+v, want the defaults (everything)", c)
 			}
 		})
 	}

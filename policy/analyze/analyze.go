@@ -3,6 +3,7 @@ package analyze
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,7 +51,7 @@ func Source(src []byte, opts Options) (f Facts, err error) {
 	if err != nil {
 		return Facts{}, lw.syntaxError(err)
 	}
-	w := &walker{lw: lw, alias: map[string][]string{}, starts: map[ast.Expr][2]int{},
+	w := &walker{lw: lw, alias: map[string][]string{}, assigned: map[string][]string{}, starts: map[ast.Expr][2]int{},
 		stack: make([]item, 0, 256), names: make([]item, 0, len(lw.ents)/3)}
 	w.walk(mod)
 	return w.facts(), nil
@@ -105,7 +106,11 @@ type item struct {
 type walker struct {
 	lw    *lowered
 	alias map[string][]string
-	stack []item
+	// assigned are the names assignments bind to what alias resolves
+	// (`o = os` gives o -> os); see bindAssigns.
+	assigned map[string][]string
+	assigns  []assign
+	stack    []item
 
 	starts map[ast.Expr][2]int
 
@@ -138,6 +143,17 @@ func (w *walker) stmts(ss []ast.Stmt, cond bool) {
 func (w *walker) args(a *ast.Arguments, cond bool) {
 	if a == nil {
 		return
+	}
+	// a default binds its parameter: def f(o=os) makes o os
+	for i, d := range a.Defaults {
+		if j := len(a.Args) - len(a.Defaults) + i; j >= 0 && j < len(a.Args) && a.Args[j] != nil && d != nil {
+			w.noteBind(w.ident(a.Args[j].Arg), d)
+		}
+	}
+	for i, d := range a.KwDefaults {
+		if i < len(a.Kwonlyargs) && a.Kwonlyargs[i] != nil && d != nil {
+			w.noteBind(w.ident(a.Kwonlyargs[i].Arg), d)
+		}
 	}
 	for _, x := range a.Args {
 		if x != nil && x.Annotation != nil {
@@ -203,6 +219,8 @@ func (w *walker) start(e ast.Expr) (int, int) {
 			next = x.Value
 		case *ast.Subscript:
 			next = x.Value
+		case *ast.BoolOp:
+			next = walrusValue(x)
 		}
 		if next == nil {
 			if e == nil {
@@ -280,12 +298,26 @@ func (w *walker) walk(mod ast.Mod) {
 		case *ast.Assign:
 			w.exprs(n.Targets, c)
 			w.push(n.Value, c)
+			for _, t := range n.Targets {
+				w.noteAssign(t, n.Value)
+			}
 		case *ast.AugAssign:
 			w.push(n.Target, c)
 			w.push(n.Value, c)
 		case *ast.For:
 			w.push(n.Target, c)
 			w.push(n.Iter, c)
+			// for o in (os, sys): o stands for each
+			switch it := n.Iter.(type) {
+			case *ast.Tuple:
+				for _, e := range it.Elts {
+					w.noteAssign(n.Target, e)
+				}
+			case *ast.List:
+				for _, e := range it.Elts {
+					w.noteAssign(n.Target, e)
+				}
+			}
 			w.stmts(n.Body, true)
 			w.stmts(n.Orelse, true)
 		case *ast.While:
@@ -360,6 +392,12 @@ func (w *walker) walk(mod ast.Mod) {
 		case *ast.ExprStmt:
 			w.push(n.Value, c)
 		case *ast.BoolOp:
+			if v := walrusValue(n); v != nil {
+				// `y := v`: the target is bound, not used
+				w.noteAssign(n.Values[0].(*ast.Call).Args[0], v)
+				w.exprs(n.Values[1:], c)
+				continue
+			}
 			w.exprs(n.Values, c)
 		case *ast.BinOp:
 			w.push(n.Left, c)
@@ -399,6 +437,9 @@ func (w *walker) walk(mod ast.Mod) {
 			w.push(n.Left, c)
 			w.exprs(n.Comparators, c)
 		case *ast.Call:
+			if nm, ok := n.Func.(*ast.Name); ok && string(nm.Id) == bindName && len(n.Args) == 2 {
+				w.noteAssign(n.Args[0], n.Args[1]) // a match keyword capture
+			}
 			w.calls = append(w.calls, n)
 			if n.Func != nil {
 				w.stack = append(w.stack, item{node: n.Func, cond: c, callee: true})
@@ -449,6 +490,12 @@ func (w *walker) resolve(e ast.Expr) []string {
 			rest = append(rest, w.ident(x.Attr))
 			e = x.Value
 			continue
+		case *ast.BoolOp:
+			if v := walrusValue(x); v != nil {
+				e = v
+				continue
+			}
+			return nil
 		case *ast.Name:
 			root := w.ident(x.Id)
 			var tail strings.Builder
@@ -456,19 +503,244 @@ func (w *walker) resolve(e ast.Expr) []string {
 				tail.WriteByte('.')
 				tail.WriteString(rest[i])
 			}
-			targets := w.alias[root]
-			if len(targets) == 0 {
+			targets, assigned := w.alias[root], w.assigned[root]
+			if len(targets) == 0 && len(assigned) == 0 {
 				return []string{root + tail.String()}
 			}
-			out := make([]string, len(targets))
-			for i, t := range targets {
-				out[i] = t + tail.String()
+			out := make([]string, 0, len(targets)+len(assigned)+1)
+			if len(targets) == 0 {
+				// bound by assignment only: the assignment may not
+				// have run, so the name stands for itself too
+				out = append(out, root+tail.String())
+			}
+			for _, t := range targets {
+				out = append(out, t+tail.String())
+			}
+			for _, t := range assigned {
+				out = append(out, t+tail.String())
 			}
 			return out
 		}
 		return nil
 	}
 	return nil
+}
+
+// assign is one `target = value` whose value may stand for a module or
+// a module member.
+type assign struct {
+	target string
+	value  ast.Expr
+}
+
+// noteAssign records the name bindings of one assignment target: a name,
+// or names of a tuple or list unpacked from a tuple or list of the same
+// length.
+func (w *walker) noteAssign(target, value ast.Expr) {
+	switch t := target.(type) {
+	case *ast.Name:
+		w.noteBind(w.ident(t.Id), value)
+	case *ast.Tuple:
+		w.noteUnpack(t.Elts, value)
+	case *ast.List:
+		w.noteUnpack(t.Elts, value)
+	}
+}
+
+// noteBind records that name may stand for value.
+func (w *walker) noteBind(name string, value ast.Expr) {
+	if w.bindRoot(value) != "" {
+		w.assigns = append(w.assigns, assign{target: name, value: value})
+	}
+}
+
+func (w *walker) noteUnpack(targets []ast.Expr, value ast.Expr) {
+	var values []ast.Expr
+	switch v := value.(type) {
+	case *ast.Tuple:
+		values = v.Elts
+	case *ast.List:
+		values = v.Elts
+	}
+	if len(values) != len(targets) {
+		return
+	}
+	for i := range targets {
+		w.noteAssign(targets[i], values[i])
+	}
+}
+
+// bindableBuiltins are names that an assignment binds even though no
+// import binds them: `e = eval` makes e() an eval() call.
+var bindableBuiltins = map[string]bool{
+	"__import__": true, "exec": true, "eval": true, "compile": true,
+	"getattr": true, "setattr": true, "delattr": true, "open": true,
+	"vars": true, "globals": true, "locals": true, "breakpoint": true,
+}
+
+// bindRoot is the name an assigned value is rooted at: the root of a name
+// or attribute chain, of getattr(X, "name"), of vars(X)["name"] and
+// X.__dict__["name"]; "" for any other value.
+func (w *walker) bindRoot(e ast.Expr) string {
+	for i := 0; i <= maxDotted; i++ {
+		switch x := e.(type) {
+		case *ast.Name, *ast.Attribute:
+			return w.root(e)
+		case *ast.Call:
+			if len(x.Args) != 2 {
+				return ""
+			}
+			e = x.Args[0]
+			continue
+		case *ast.BoolOp:
+			if e = walrusValue(x); e == nil {
+				return ""
+			}
+			continue
+		case *ast.Subscript:
+			if c, ok := x.Value.(*ast.Call); ok && len(c.Args) == 1 {
+				e = c.Args[0]
+				continue
+			}
+			if a, ok := x.Value.(*ast.Attribute); ok && w.ident(a.Attr) == "__dict__" {
+				e = a.Value
+				continue
+			}
+			return ""
+		}
+		return ""
+	}
+	return ""
+}
+
+// valueNames gives the dotted names an assigned value stands for, when
+// it is rooted at a name bound by an import or an assignment (or at one
+// of bindableBuiltins): `os`, `os.system`, `getattr(os, "system")`,
+// `vars(os)["system"]`, `os.__dict__["system"]`.
+func (w *walker) valueNames(e ast.Expr, depth int) []string {
+	if depth > maxDotted {
+		return nil
+	}
+	switch x := e.(type) {
+	case *ast.BoolOp:
+		if v := walrusValue(x); v != nil {
+			return w.valueNames(v, depth+1)
+		}
+	case *ast.Name, *ast.Attribute:
+		root := w.root(e)
+		if root == "" || (len(w.alias[root]) == 0 && len(w.assigned[root]) == 0 && !bindableBuiltins[root]) {
+			return nil
+		}
+		var out []string
+		for _, n := range w.resolve(e) {
+			// an assignment-only name standing for itself says nothing
+			r, _, _ := strings.Cut(n, ".")
+			if len(w.alias[r]) == 0 && len(w.assigned[r]) > 0 {
+				continue
+			}
+			out = append(out, n)
+		}
+		return out
+	case *ast.Call:
+		if len(x.Args) != 2 {
+			return nil
+		}
+		attr, ok := w.constStr(x.Args[1])
+		if !ok || isDunder(attr) {
+			return nil
+		}
+		for _, f := range w.resolve(x.Func) {
+			if dynKind(f) == "getattr" {
+				return w.member(x.Args[0], attr, depth)
+			}
+		}
+	case *ast.Subscript:
+		idx, ok := x.Slice.(*ast.Index)
+		if !ok {
+			return nil
+		}
+		key, ok := w.constStr(idx.Value)
+		if !ok || isDunder(key) {
+			return nil
+		}
+		if c, ok := x.Value.(*ast.Call); ok && len(c.Args) == 1 {
+			for _, f := range w.resolve(c.Func) {
+				if f == "vars" || f == "builtins.vars" {
+					return w.member(c.Args[0], key, depth)
+				}
+			}
+		}
+		if a, ok := x.Value.(*ast.Attribute); ok && w.ident(a.Attr) == "__dict__" {
+			return w.member(a.Value, key, depth)
+		}
+	}
+	return nil
+}
+
+func (w *walker) member(obj ast.Expr, name string, depth int) []string {
+	var out []string
+	for _, o := range w.valueNames(obj, depth+1) {
+		out = append(out, o+"."+name)
+	}
+	return out
+}
+
+// maxAssigned caps the names one assigned name stands for.
+const maxAssigned = 16
+
+// bindAssigns resolves assignment aliases to a fixed point, so that
+// `o = os; o.system()` is os.system and so are `s = os.system; s()`,
+// chains (`a = os; b = a`), and `f = getattr(os, "system")`. Like import
+// aliases it ignores control flow: a name assigned several times stands
+// for each value. Work is bounded: each name stands for at most
+// maxAssigned names, and each assignment is revisited only when the name
+// its value is rooted at gains one.
+func (w *walker) bindAssigns() {
+	if len(w.assigns) == 0 {
+		return
+	}
+	byRoot := map[string][]int{}
+	queue := make([]int, len(w.assigns))
+	for i, a := range w.assigns {
+		queue[i] = i
+		r := w.bindRoot(a.value)
+		byRoot[r] = append(byRoot[r], i)
+	}
+	for budget := 4*maxAssigned*len(w.assigns) + 64; len(queue) > 0 && budget > 0; budget-- {
+		a := w.assigns[queue[0]]
+		queue = queue[1:]
+		changed := false
+		for _, n := range w.valueNames(a.value, 0) {
+			have := w.assigned[a.target]
+			if n == a.target || len(have) >= maxAssigned || slices.Contains(have, n) {
+				continue
+			}
+			w.assigned[a.target] = append(have, n)
+			changed = true
+		}
+		if changed {
+			queue = append(queue, byRoot[a.target]...)
+		}
+	}
+}
+
+// walrusValue is v of a lowered `y := v` (`pdmU_walrus(y) or v`), nil
+// for any other expression.
+func walrusValue(b *ast.BoolOp) ast.Expr {
+	if b.Op != ast.Or || len(b.Values) < 2 {
+		return nil
+	}
+	c, ok := b.Values[0].(*ast.Call)
+	if !ok || len(c.Args) != 1 {
+		return nil
+	}
+	if nm, ok := c.Func.(*ast.Name); !ok || string(nm.Id) != walrusName {
+		return nil
+	}
+	if _, ok := c.Args[0].(*ast.Name); !ok {
+		return nil
+	}
+	return b.Values[1]
 }
 
 // root returns the name at the root of an attribute chain, or "".
@@ -478,6 +750,12 @@ func (w *walker) root(e ast.Expr) string {
 		case *ast.Attribute:
 			e = x.Value
 			continue
+		case *ast.BoolOp:
+			if v := walrusValue(x); v != nil {
+				e = v
+				continue
+			}
+			return ""
 		case *ast.Name:
 			return w.ident(x.Id)
 		}
@@ -505,8 +783,38 @@ var dynamicCallables = map[string]bool{
 	"marshal.loads": true, "marshal.load": true,
 }
 
+// frameAttrs lead from frames, tracebacks, generators and coroutines to
+// other code's frames, and from there to its globals and builtins.
+var frameAttrs = map[string]bool{
+	"tb_frame": true, "tb_next": true, "f_back": true, "f_globals": true, "f_locals": true,
+	"f_builtins": true, "f_code": true, "f_trace": true, "gi_frame": true, "gi_code": true,
+	"gi_yieldfrom": true, "cr_frame": true, "cr_code": true, "cr_await": true, "ag_frame": true,
+	"ag_code": true, "ag_await": true,
+}
+
+// kindOf are callables reported as Dynamic of the given kind, called or
+// referenced: "frame" (they hand out frames), "namespace" (they hand out
+// a module's whole namespace), "gc" (they reach every object),
+// "attrgetter" (they read attributes named by strings at run time).
+var kindOf = map[string]string{
+	"sys._getframe": "frame", "sys._current_frames": "frame", "sys.settrace": "frame",
+	"sys.setprofile":       "frame",
+	"inspect.currentframe": "frame", "inspect.stack": "frame", "inspect.trace": "frame",
+	"inspect.getouterframes": "frame", "inspect.getinnerframes": "frame",
+	"traceback.walk_stack": "frame", "traceback.walk_tb": "frame",
+	"threading.settrace": "frame", "threading.setprofile": "frame",
+	"vars": "namespace", "builtins.vars": "namespace", "inspect.getmembers": "namespace",
+	"inspect.getmembers_static": "namespace", "inspect.getattr_static": "namespace",
+	"gc.get_objects": "gc", "gc.get_referrers": "gc", "gc.get_referents": "gc",
+	"operator.attrgetter": "attrgetter", "operator.methodcaller": "attrgetter",
+	"_operator.attrgetter": "attrgetter", "_operator.methodcaller": "attrgetter",
+}
+
 // dynKind gives the Dynamic kind of a resolved name, or "".
 func dynKind(n string) string {
+	if k := kindOf[n]; k != "" {
+		return k
+	}
 	if b, ok := strings.CutPrefix(n, "builtins."); ok {
 		switch b {
 		case "__import__", "exec", "eval", "compile", "getattr", "setattr", "delattr":
@@ -545,23 +853,40 @@ func (w *walker) constStr(e ast.Expr) (string, bool) {
 }
 
 func (w *walker) facts() Facts {
+	w.bindAssigns()
 	f := Facts{Imports: w.imports, Dynamic: []Dynamic{}, Calls: []Call{}, References: []Call{}}
 	if f.Imports == nil {
 		f.Imports = []Import{}
 	}
 	for _, c := range w.calls {
+		// The lowering's own calls (raw names: the code's names with
+		// the prefix are renamed).
+		if nm, ok := c.Func.(*ast.Name); ok {
+			switch string(nm.Id) {
+			case decoName:
+				// A decorator is called with the function: `@os.system`
+				// calls os.system. (Its references and dynamic
+				// features are reported where it appears.)
+				if len(c.Args) == 1 {
+					dl, dc := w.start(c.Args[0])
+					for _, d := range w.resolve(c.Args[0]) {
+						f.Calls = append(f.Calls, Call{Name: d, Line: dl, Col: dc})
+					}
+				}
+				continue
+			case bindName, walrusName:
+				continue
+			}
+		}
 		names := w.resolve(c.Func)
 		if len(names) == 0 {
 			continue
 		}
 		line, col := w.start(c)
 		for _, n := range names {
-			if n == decoName {
-				continue
-			}
 			f.Calls = append(f.Calls, Call{Name: n, Line: line, Col: col})
 			kind := dynKind(n)
-			if kind == "" {
+			if kind == "" || kind == "namespace" && len(c.Args) == 0 { // vars() is locals()
 				continue
 			}
 			d := Dynamic{Kind: kind, Name: n, Line: line, Col: col}
@@ -576,6 +901,9 @@ func (w *walker) facts() Facts {
 				}
 			}
 			if argi == 1 {
+				if d.Constant && frameAttrs[*d.Arg] {
+					f.Dynamic = append(f.Dynamic, Dynamic{Kind: "frame", Name: *d.Arg, Arg: d.Arg, Constant: true, Line: line, Col: col})
+				}
 				if d.Constant && !isDunder(*d.Arg) {
 					if kind == "getattr" && len(c.Args) > 0 {
 						// getattr(os, "system") is os.system
@@ -602,6 +930,8 @@ func (w *walker) facts() Facts {
 		case *ast.Attribute:
 			if a := w.ident(n.Attr); isDunder(a) {
 				f.Dynamic = append(f.Dynamic, Dynamic{Kind: "dunder", Name: a, Line: line, Col: col})
+			} else if frameAttrs[a] {
+				f.Dynamic = append(f.Dynamic, Dynamic{Kind: "frame", Name: a, Line: line, Col: col})
 			}
 		case *ast.Name:
 			switch id := w.ident(n.Id); id {
@@ -614,7 +944,7 @@ func (w *walker) facts() Facts {
 		}
 		if it.callee || it.chain {
 			// a reference is the whole chain used as a value
-		} else if root := w.root(it.node.(ast.Expr)); root != "" && len(w.alias[root]) > 0 {
+		} else if root := w.root(it.node.(ast.Expr)); root != "" && (len(w.alias[root]) > 0 || len(w.assigned[root]) > 0) {
 			if a, ok := it.node.(*ast.Attribute); !ok || a.Ctx == ast.Load {
 				for _, r := range w.resolve(it.node.(ast.Expr)) {
 					if strings.Contains(r, ".") { // a bare module is not a reference of interest
@@ -626,7 +956,7 @@ func (w *walker) facts() Facts {
 		if n, ok := it.node.(*ast.Name); ok && len(w.alias[w.ident(n.Id)]) == 0 {
 			// an unbound-by-import name: only the builtins matter
 			if k := dynKind(w.ident(n.Id)); k != "" && !it.callee {
-				f.Dynamic = append(f.Dynamic, Dynamic{Kind: k, Name: k, Line: line, Col: col})
+				f.Dynamic = append(f.Dynamic, Dynamic{Kind: k, Name: w.ident(n.Id), Line: line, Col: col})
 			}
 			continue
 		}

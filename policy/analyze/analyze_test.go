@@ -135,7 +135,7 @@ var sourceTests = []struct {
 		name:    "decorators of any expression",
 		src:     "@buttons[0].connect(eval('x'))\n@(lambda f: f)\n@property\ndef f(): pass",
 		dynamic: []string{"eval:eval:x@1:20"},
-		calls:   []string{"eval@1:20"},
+		calls:   []string{"eval@1:20", "property@3:1"},
 	},
 	{
 		name:    "parenthesised context managers",
@@ -193,6 +193,77 @@ var sourceTests = []struct {
 		src:     "import os as o\no.system('ls')\nfrom os import system as s\ns('ls')\nimport os.path\nos.path.join('a')\nimport xml.etree.ElementTree as ET\nET.parse(f)",
 		imports: []string{"os:0@1:0", "os:0@3:0", "os.path:0@5:0", "xml.etree.ElementTree:0@7:0"},
 		calls:   []string{"os.system@2:0", "os.system@4:0", "os.path.join@6:0", "xml.etree.ElementTree.parse@8:0"},
+	},
+	{
+		name:  "assignment aliases",
+		src:   "import os\no = os\no.system('ls')\ns = os.system\ns('ls')\na = o\nb = a\nb.popen('x')\np, q = os.path, s\nq()\n",
+		calls: []string{"o.system@3:0", "os.system@3:0", "s@5:0", "os.system@5:0", "b.popen@8:0", "os.popen@8:0", "q@10:0", "os.system@10:0"},
+	},
+	{
+		name:  "assignment aliases through getattr, vars and __dict__",
+		src:   "import os\nf = getattr(os, 'system')\nf('ls')\ng = vars(os)['popen']\ng('x')\nh = os.__dict__['execv']\nh()\n",
+		calls: []string{"getattr@2:4", "f@3:0", "os.system@3:0", "vars@4:4", "g@5:0", "os.popen@5:0", "h@7:0", "os.execv@7:0"},
+	},
+	{
+		name:  "annotated assignment aliases",
+		src:   "import os\no: object = os\no.system('ls')\nif 1: p: int = o.popen; p()\n",
+		calls: []string{"o.system@3:0", "os.system@3:0", "p@4:24", "os.popen@4:24"},
+	},
+	{
+		name:  "parameter defaults and loop targets",
+		src:   "import os, sys\ndef f(a, o=os, *, p=os.popen):\n    o.system('ls')\n    p()\nfor m in (os, sys):\n    m.system()\ng = lambda q=os.execv: q()\n",
+		calls: []string{"o.system@3:4", "os.system@3:4", "p@4:4", "os.popen@4:4", "m.system@6:4", "os.system@6:4", "sys.system@6:4", "q@7:23", "os.execv@7:23"},
+	},
+	{
+		name:  "walrus aliases",
+		src:   "import os\n(o := os).system('ls')\nif (s := os.popen):\n    s('x')\nf = (g := o.execv)\nf()\ng()\n(h := lambda: 0)()\nprint(y := os.getcwd(), k := 1)\n",
+		calls: []string{"os.system@2:6", "s@4:4", "os.popen@4:4", "f@6:0", "os.execv@6:0", "g@7:0", "os.execv@7:0", "print@9:0", "os.getcwd@9:11"},
+	},
+	{
+		name:    "assignment aliases of builtins",
+		src:     "e = eval\ne('1')\nx = 1\nx.real\n",
+		dynamic: []string{"eval:eval:@1:4", "eval:eval:1@2:0"},
+		calls:   []string{"e@2:0", "eval@2:0"},
+	},
+	{
+		name:  "assignment cycles terminate",
+		src:   "import os\na = b\nb = a\na = os\nb.system()\n",
+		calls: []string{"b.system@5:0", "os.system@5:0"},
+	},
+	{
+		name:    "frame attributes",
+		src:     "try:\n    1/0\nexcept Exception as e:\n    g = e.__traceback__.tb_frame.f_back.f_globals\nx = gen.gi_frame.f_locals\ngetattr(f, 'f_builtins')\nc.cr_frame.f_code\n",
+		dynamic: []string{"frame:f_globals:@4:8", "frame:f_back:@4:8", "frame:tb_frame:@4:8", "dunder:__traceback__:@4:8", "frame:f_locals:@5:4", "frame:gi_frame:@5:4", "frame:f_builtins:f_builtins@6:0", "frame:f_code:@7:0", "frame:cr_frame:@7:0"},
+	},
+	{
+		name:    "frames, namespaces, gc and attrgetter",
+		src:     "import sys, inspect, gc, operator\nsys._getframe(1)\ninspect.currentframe()\nvars(sys)\nvars()\ngc.get_objects()\nf = operator.attrgetter('system')\nfrom operator import methodcaller\nmethodcaller('x')\nm = vars\n",
+		dynamic: []string{"frame:sys._getframe:@2:0", "frame:inspect.currentframe:@3:0", "namespace:vars:@4:0", "gc:gc.get_objects:@6:0", "attrgetter:operator.attrgetter:system@7:4", "attrgetter:operator.methodcaller:x@9:0", "namespace:vars:@10:4"},
+	},
+	{
+		name:  "decorators are calls",
+		src:   "import os\ns = os.system\n@os.system\ndef f(): pass\n@s\nclass C: pass\n",
+		calls: []string{"os.system@3:1", "s@5:1", "os.system@5:1"},
+	},
+	{
+		name:  "match keyword captures read the subject's attributes",
+		src:   "import os\nmatch os:\n    case object(system=f) | object(popen=f):\n        f('ls')\n    case object(path=P(join=j)):\n        j('a')\n",
+		calls: []string{"f@4:8", "os.popen@4:8", "os.system@4:8", "j@6:8"},
+	},
+	{
+		name:  "match keyword captures among other keyword patterns",
+		src:   "import os\nmatch os:\n    case object(sep='/', system=f, name=n, path=P(x=1)):\n        f('ls')\n    case object(name=n, popen=g,):\n        g()\n",
+		calls: []string{"f@4:8", "os.system@4:8", "g@6:8", "os.popen@6:8"},
+	},
+	{
+		name:  "match on an expression binds nothing",
+		src:   "import os\nmatch os.getenv('X'):\n    case str(upper=u):\n        u()\n",
+		calls: []string{"os.getenv@2:6", "u@4:8"},
+	},
+	{
+		name:  "the lowering's names cannot be spelt",
+		src:   "import os\npdmU_deco(os.system)\npdmU_bind(f, os.system)\nf()\n",
+		calls: []string{"pdmU_deco@2:0", "pdmU_bind@3:0", "f@4:0"},
 	},
 	{
 		name:    "getattr family",

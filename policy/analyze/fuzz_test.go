@@ -24,6 +24,9 @@ func FuzzSource(f *testing.F) {
 		"x: int = 1_000 + 0x_f @ m\n@a[0].b(c)\ndef f(): pass\n",
 		"ｅｘｅｃ('x')\n",
 		"x = '\\N{BULLET}' b'a' if 1else 2\n",
+		"import os\nmatch os.path:\n    case object(sep=s, join=j) | C(k=P(x=y)):\n        j(s)\n",
+		"import os\na, b = os, a\nb = getattr(a, 'system')\nc: object = vars(b)['x']\n@c\ndef f(): pass\n",
+		"try:\n    1/0\nexcept E as e:\n    e.__traceback__.tb_frame.f_back.f_globals\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -12,11 +12,14 @@ import (
 //
 //	f"a{x!r:{w}}"          ('N', (x, (w)))        fields become expressions
 //	"a" "b"                'N'                    one placeholder per literal group
-//	x: T = v               x, (T), (v)
-//	(y := f())             (f())
+//	x: T = v               x = (v); (T)           (a.b: T = v: a.b, (T), (v))
+//	(y := f())             (pdmU_walrus(y) or f())  (a lambda value: (lambda…))
 //	await x, async def     x, def
 //	match s: / case P if G:  if (s): / if (P) and (G):
 //	Cls(a, k=p) as n       Cls and (a, p)         (class patterns are not calls)
+//	  under match S (a dotted name), a keyword capture k=p becomes
+//	  k=pdmU_bind(p, (S).k): p is S.k
+
 //	f(*a, k=v, **d)        f(a, v, d)             arguments become positional
 //	[*a], {**d}            [a], {0: d}
 //	a @ b, a @= b          a * b, a *= b
@@ -30,10 +33,22 @@ import (
 // Each logical line becomes one output line; a table maps every output
 // token back to its original line and column.
 
+// The lowering's own names are emitted as written (fSynth); names of the
+// code with the prefix become pdmU_<N> like non-ASCII ones, so they can
+// never be spelt by the code.
 const (
 	placeholderPrefix = "pdmU_"
 	decoName          = placeholderPrefix + "deco"
+	bindName          = placeholderPrefix + "bind"
+	walrusName        = placeholderPrefix + "walrus"
 )
+
+// synName is a name the lowering makes up.
+func synName(v string, at token) token {
+	t := syn(kName, v, at)
+	t.flag |= fSynth
+	return t
+}
 
 type mapEnt struct {
 	outCol    int32
@@ -80,6 +95,9 @@ type lowerer struct {
 	lw    *lowered
 	names map[string]int
 	line  []outTok // output tokens of the current line
+	// subject is the dotted-name subject of the match statement just
+	// lowered; caseSubject that of the match whose case is being lowered.
+	subject, caseSubject []token
 }
 
 func lower(toks []token) (*lowered, error) {
@@ -87,18 +105,24 @@ func lower(toks []token) (*lowered, error) {
 	level := 0
 	matchBody := []bool{false}
 	pendingMatch := false
+	// subjects[i] is the subject of the match whose body is at level i
+	// when it is a dotted name (nil otherwise).
+	subjects := [][]token{nil}
 	for i := 0; i < len(toks) && toks[i].k != kEOF; {
 		switch toks[i].k {
 		case kIndent:
 			level++
 			matchBody = append(matchBody, pendingMatch)
+			subjects = append(subjects, lr.subject)
 			pendingMatch = false
+			lr.subject = nil
 			i++
 			continue
 		case kDedent:
 			level--
 			if len(matchBody) > 1 {
 				matchBody = matchBody[:len(matchBody)-1]
+				subjects = subjects[:len(subjects)-1]
 			}
 			i++
 			continue
@@ -110,6 +134,7 @@ func lower(toks []token) (*lowered, error) {
 		for j < len(toks) && toks[j].k != kNewline && toks[j].k != kEOF {
 			j++
 		}
+		lr.caseSubject = subjects[len(subjects)-1]
 		ts, isMatch := lr.structural(toks[i:j], matchBody[len(matchBody)-1])
 		pendingMatch = isMatch
 		if err := lr.emitLine(level, ts, toks[j]); err != nil {
@@ -222,13 +247,14 @@ func (lr *lowerer) structural(ts []token, caseLevel bool) ([]token, bool) {
 		last := ts[len(ts)-1]
 		open := syn(kOp, "(", first)
 		open.flag = fCallParen
-		return cat([]token{first, syn(kName, decoName, first), open}, ts[1:], []token{syn(kOp, ")", last)}), false
+		return cat([]token{first, synName(decoName, first), open}, ts[1:], []token{syn(kOp, ")", last)}), false
 	case caseLevel && isName(first, "case") && len(ts) > 2:
 		if out := lr.caseClause(ts); out != nil {
 			return out, false
 		}
 	case isName(first, "match") && len(ts) > 2:
 		if c := headerColon(ts, 1); c == len(ts)-1 && c > 1 && !isOp(ts[1], "=") && !isOp(ts[1], ".") {
+			lr.subject = dottedName(ts[1:c])
 			return cat([]token{syn(kName, "if", first)}, paren(ts[1:c], ts[1]), ts[c:]), true
 		}
 	case isName(first, "type") && len(ts) > 3 && ts[1].k == kName && (isOp(ts[2], "=") || isOp(ts[2], "[")):
@@ -303,6 +329,11 @@ func annAssign(ts []token) []token {
 	if eq < 0 {
 		return cat(ts[:c], []token{comma}, paren(ts[c+1:], ts[c]))
 	}
+	if c == 1 && ts[0].k == kName {
+		// `x: T = v` binds x: `x = (v); (T)`, so that the walker sees
+		// the assignment (o: object = os makes o os)
+		return cat(ts[:1], []token{ts[eq]}, paren(ts[eq+1:], ts[eq]), []token{syn(kOp, ";", ts[c])}, paren(ts[c+1:eq], ts[c]))
+	}
 	return cat(ts[:c], []token{comma}, paren(ts[c+1:eq], ts[c]), []token{syn(kOp, ",", ts[eq])}, paren(ts[eq+1:], ts[eq]))
 }
 
@@ -330,7 +361,7 @@ func (lr *lowerer) caseClause(ts []token) []token {
 	if g > 0 {
 		end = g
 	}
-	out := cat([]token{syn(kName, "if", ts[0])}, paren(pattern(ts[1:end]), ts[1]))
+	out := cat([]token{syn(kName, "if", ts[0])}, paren(pattern(ts[1:end], lr.caseSubject), ts[1]))
 	if g > 0 {
 		out = cat(out, []token{syn(kName, "and", ts[g])}, paren(ts[g+1:c], ts[g]))
 	}
@@ -342,22 +373,68 @@ func (lr *lowerer) caseClause(ts []token) []token {
 }
 
 // pattern lowers a match pattern to an expression: class patterns
-// become `Cls and (args)`, `as name` captures go.
-func pattern(ts []token) []token {
+// become `Cls and (args)`, `as name` captures go. With a subject S that is
+// a dotted name, a keyword capture `k=p` of a class pattern at the top of
+// the pattern becomes `k=pdmU_bind(p, (S).k)`: the pattern reads attribute
+// k of the subject into p (`match os: case object(system=f)` makes f
+// os.system), which the walker binds like `p = S.k`.
+func pattern(ts []token, subject []token) []token {
 	out := make([]token, 0, len(ts)+4)
+	depth, classDepth := 0, -1
 	for i := 0; i < len(ts); i++ {
 		t := ts[i]
 		if isName(t, "as") && i+1 < len(ts) && ts[i+1].k == kName {
 			i++
 			continue
 		}
+		if subject != nil && depth == 1 && classDepth == 0 && t.k == kName && !keywords[t.val] &&
+			i+3 < len(ts) && isOp(ts[i+1], "=") && ts[i+2].k == kName && !keywords[ts[i+2].val] &&
+			(isOp(ts[i+3], ",") || isOp(ts[i+3], ")")) && (i == 0 || isOp(ts[i-1], "(") || isOp(ts[i-1], ",")) {
+			// keep `k=` (a keyword among keywords), replace the capture
+			open := syn(kOp, "(", t)
+			open.flag |= fCallParen
+			out = append(out, t, ts[i+1], synName(bindName, t), open, ts[i+2], syn(kOp, ",", t), syn(kOp, "(", t))
+			for _, s := range subject {
+				out = append(out, syn(s.k, s.val, t))
+			}
+			out = append(out, syn(kOp, ")", t), syn(kOp, ".", t), syn(kName, t.val, t), syn(kOp, ")", t))
+			i += 2
+			continue
+		}
 		if isOp(t, "(") && i > 0 && ts[i-1].k == kName && !keywords[ts[i-1].val] {
 			out = append(out, syn(kName, "and", t))
 			t.flag |= fCallParen
+			if depth == 0 {
+				classDepth = 0
+			}
+		}
+		switch {
+		case isOp(t, "(") || isOp(t, "[") || isOp(t, "{"):
+			depth++
+		case isOp(t, ")") || isOp(t, "]") || isOp(t, "}"):
+			depth--
+			if depth == 0 {
+				classDepth = -1
+			}
 		}
 		out = append(out, t)
 	}
 	return out
+}
+
+// dottedName returns ts when it is a dotted name of plain ASCII names
+// (`os`, `a.b`), nil otherwise.
+func dottedName(ts []token) []token {
+	for i, t := range ts {
+		if i%2 == 0 && (t.k != kName || keywords[t.val] || t.flag&fNonASCII != 0 || strings.HasPrefix(t.val, placeholderPrefix)) ||
+			i%2 == 1 && !isOp(t, ".") {
+			return nil
+		}
+	}
+	if len(ts)%2 == 0 {
+		return nil
+	}
+	return ts
 }
 
 // typeParams returns the bound and default expressions of a PEP 695 type
@@ -622,6 +699,16 @@ func (lr *lowerer) emitLine(level int, ts []token, nl token) error {
 				continue
 			}
 			if n := next(i); isOp(n, ":=") && n.flag&fKeep == 0 && !kw {
+				// `y := v` becomes `pdmU_walrus(y) or v`, which the
+				// walker reads as v bound to y (a lambda value, which
+				// cannot follow `or`, just loses the target)
+				if i+2 < len(ts) && !isName(ts[i+2], "lambda") {
+					lr.put(walrusName, t)
+					lr.put("(", t)
+					lr.put(lr.name(t), t)
+					lr.put(")", t)
+					lr.put("or", n)
+				}
 				i++
 				continue
 			}
@@ -640,7 +727,11 @@ func (lr *lowerer) emitLine(level int, ts []token, nl token) error {
 				}
 				continue
 			}
-			lr.put(lr.name(t), t)
+			if t.flag&fSynth != 0 {
+				lr.put(t.val, t)
+			} else {
+				lr.put(lr.name(t), t)
+			}
 			prevOperand = true
 		case kNumber:
 			lr.put("0", t)

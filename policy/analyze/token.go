@@ -31,6 +31,7 @@ const (
 	fCallParen uint8 = 1 << iota // treat this '(' as an argument list
 	fNonASCII                    // a name written with non-ASCII characters
 	fKeep                        // keep this token as written (invalid code)
+	fSynth                       // a name the lowering made up: emitted as is
 )
 
 type token struct {

@@ -147,6 +147,12 @@ func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, persisten
 			CPUs:    dec.Limits.CPUs,
 			Pids:    dec.Limits.Pids,
 		},
+		Capabilities: &executor.Capabilities{
+			Processes:  dec.Capabilities.Processes,
+			Sockets:    append([]string{}, dec.Capabilities.Sockets...),
+			PTY:        dec.Capabilities.PTY,
+			NativeCode: dec.Capabilities.NativeCode,
+		},
 		Progress: progress,
 	}
 	var res *executor.Result

@@ -306,7 +306,7 @@ func TestAllowedRunCarriesFactsAndRules(t *testing.T) {
 	if len(req.Imports) != 1 || req.Imports[0].Module != "json" {
 		t.Errorf("imports handed to the runner = %+v, want json", req.Imports)
 	}
-	if diff := cmp.Diff([]string{"socket"}, req.Modules.Blocked); diff != "" {
+	if diff := cmp.Diff([]string{"_socket", "socket"}, req.Modules.Blocked); diff != "" {
 		t.Errorf("blocked modules for the import guard (-want +got):\n%s", diff)
 	}
 	if req.Limits.Timeout != 5*time.Second {
@@ -336,6 +336,35 @@ func TestAllowedRunCarriesFactsAndRules(t *testing.T) {
 	}
 	if images != 1 {
 		t.Errorf("image contents = %d, want 1", images)
+	}
+}
+
+// The decision's capabilities reach the executor, for both execute tools:
+// derived from the configuration and tightened by operator Rego per
+// principal.
+func TestCapabilitiesReachExecutor(t *testing.T) {
+	dir := t.TempDir()
+	rego := "package pydocker.rules.op\n\ncapability_denied contains \"sockets.inet6\" if input.principal.sub == \"tester\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "op.rego"), []byte(rego), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.BlockedModules = []string{"subprocess", "ctypes"}
+	cfg.Policy.Paths = []string{dir}
+	h := start(t, cfg, "")
+	for _, tool := range []string{ToolExecuteTransient, ToolExecutePersistent} {
+		if res := h.call(t, tool, map[string]any{"code": "print(1)"}); res.IsError {
+			t.Fatalf("%s: error: %s", tool, textOf(res))
+		}
+	}
+	if len(h.exec.requests) != 2 {
+		t.Fatalf("executor called %d times, want 2", len(h.exec.requests))
+	}
+	want := &executor.Capabilities{Processes: false, Sockets: []string{"inet", "unix"}, PTY: true, NativeCode: false}
+	for i, req := range h.exec.requests {
+		if diff := cmp.Diff(want, req.Capabilities); diff != "" {
+			t.Errorf("request %d: capabilities (-want +got):\n%s", i, diff)
+		}
 	}
 }
 
