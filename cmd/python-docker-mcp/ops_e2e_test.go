@@ -271,6 +271,23 @@ func TestStdioCancelledCallGetsNoReply(t *testing.T) {
 
 var metricsURL = regexp.MustCompile(`serving Prometheus metrics"? url=(\S+)`)
 
+// waitLog waits for the server's stderr to show a line matching re (the
+// log is copied from the server's pipe by another goroutine, so a line
+// written before the handshake may arrive after it) and returns the match.
+func waitLog(t *testing.T, stderr *lockedBuffer, re *regexp.Regexp) []string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if m := re.FindStringSubmatch(stderr.String()); m != nil {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no line matching %s in the log:\n%s", re, stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // scrape fetches and parses a /metrics page.
 func scrape(t *testing.T, url string) map[string]*dto {
 	t.Helper()
@@ -323,10 +340,7 @@ func TestMetricsAfterMixedRun(t *testing.T) {
 	cli := dockertest.RequireImage(t, config.Default().Docker.Image)
 	dlog := filepath.Join(t.TempDir(), "decisions.jsonl")
 	c := stdioClient(t, "", []string{"--metrics-addr", "127.0.0.1:0", "--set", "blocked_modules=socket", "--set", "policy.decision_log=" + dlog})
-	m := metricsURL.FindStringSubmatch(c.stderr.String())
-	if m == nil {
-		t.Fatalf("no metrics URL in the log:\n%s", c.stderr.String())
-	}
+	m := waitLog(t, c.stderr, metricsURL)
 	url := m[1]
 
 	calls := []struct {
