@@ -138,10 +138,11 @@ type toolDef struct {
 }
 
 // toolDefs is the one list of the tools, in the order tools/list shows
-// them: registration, the argument validator, the policy's tool names
-// (checked against rules/tools.rego by a test), the HTTP scopes (checked
-// against auth.ScopeFor) and the README's tool table (checked by a test)
-// all follow it.
+// them. Their names are the policy's (policy.Tool*, the names an Input
+// may carry, aliased above); registration and the argument validator
+// follow this list, and tests hold rules/tools.rego, auth.ScopeFor and the
+// README's tables to it. A new tool is a policy.Tool* name, an entry
+// here, its argument and result types and its handler.
 var toolDefs = []toolDef{
 	{
 		name: ToolExecuteTransient, title: "Run Python (fresh sandbox)", scope: scopeExecute,
