@@ -4,6 +4,12 @@
 // denial is a tool result with isError and the violations; an executor
 // failure is a tool result with isError and its status; only malformed
 // requests become JSON-RPC errors.
+//
+// The tools are listed once, in toolDefs (tools.go): each tool's argument
+// and result structs are its input and output schemas, and its handler
+// takes the decoded argument struct. testdata/*.txtar are transcripts of
+// whole exchanges, checked against a fake executor (go test -update
+// rewrites their replies).
 package mcpserver
 
 import (
