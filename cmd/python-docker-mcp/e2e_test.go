@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/moby/moby/client"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/tools/txtar"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
@@ -169,25 +170,25 @@ func waitNoSandboxes(t *testing.T, cli *client.Client, pid int, what string) {
 
 // exercise runs every tool end to end against real Docker.
 func exercise(t *testing.T, c *mcpClient) {
-	// tools/list matches the golden file of the tool layer.
+	// tools/list matches the tool layer's transcript of it.
 	lt, err := c.cs.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, _ := json.MarshalIndent(lt.Tools, "", "  ")
 	// The servers here run with blocked_modules=socket, which the code
-	// description states; the golden file is of the defaults.
+	// description states; the transcript is of the defaults.
 	const blocked = " These modules may not be imported: socket."
 	if n := strings.Count(string(got), blocked); n != 2 {
 		t.Errorf("the code descriptions state blocked_modules %d times, want 2 (both execute tools)", n)
 	}
 	got = []byte(strings.ReplaceAll(string(got), blocked, ""))
-	want, err := os.ReadFile("internal/mcpserver/testdata/tools_list.golden.json")
-	if err != nil {
+	var gotTools any
+	if err := json.Unmarshal(got, &gotTools); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(strings.TrimSpace(string(want)), strings.TrimSpace(string(got))); diff != "" {
-		t.Errorf("tools/list over the wire differs from the golden file (-want +got):\n%s", diff)
+	if diff := cmp.Diff(transcriptTools(t), gotTools); diff != "" {
+		t.Errorf("tools/list over the wire differs from the tool layer's transcript (-want +got):\n%s", diff)
 	}
 
 	t.Run("print", func(t *testing.T) {
@@ -464,4 +465,31 @@ func TestServesWhileImageBuilds(t *testing.T) {
 	if len(c.prog) == 0 || !strings.Contains(c.prog[0], "sandbox image") {
 		t.Errorf("progress while waiting for the image: %q", c.prog)
 	}
+}
+
+// transcriptTools is the tools/list reply recorded in the tool layer's
+// transcript of a client connecting with the default configuration.
+func transcriptTools(t *testing.T) any {
+	t.Helper()
+	const file = "internal/mcpserver/testdata/initialize.txtar"
+	ar, err := txtar.ParseFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range ar.Files {
+		if f.Name != "reply tools/list" {
+			continue
+		}
+		var reply struct {
+			Result struct {
+				Tools any `json:"tools"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal(f.Data, &reply); err != nil {
+			t.Fatalf("%s: reply tools/list: %v", file, err)
+		}
+		return reply.Result.Tools
+	}
+	t.Fatalf("%s has no reply tools/list", file)
+	return nil
 }

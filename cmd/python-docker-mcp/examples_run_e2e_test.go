@@ -36,7 +36,7 @@ func TestPythonDockerMCPExampleRuns(t *testing.T) {
 	cli := dockertest.RequireImage(t, config.Default().Docker.Image)
 	c := stdioClient(t, "", []string{"--config", pythonDockerMCPExample, "--image", ownImage(t, cli)})
 	res := c.call(t, "execute-transient", map[string]any{"code": "import math, json\nprint(json.dumps(round(math.pi, 2)))"})
-	if res.IsError || !strings.Contains(text(res), "--- stdout ---\n3.14") {
+	if sc := structured(t, res); res.IsError || sc["stdout_bytes"] != float64(5) || !strings.Contains(text(res), "--- stdout ---\n3.14") {
 		t.Errorf("execute-transient with the example config: %q", text(res))
 	}
 	res = c.call(t, "execute-persistent", map[string]any{"code": "import os\nopen('/app/x.txt', 'w').write('hi')\nos.getcwd()"})

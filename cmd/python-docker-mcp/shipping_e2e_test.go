@@ -94,7 +94,7 @@ func TestServerImage(t *testing.T) {
 	}
 	a := run("a")
 	res := a.c.call(t, "execute-transient", map[string]any{"code": "import sys\nprint(sys.version_info[:2])\n6 * 7"})
-	if sc := structured(t, res); res.IsError || sc["result"] != "42" || !strings.Contains(text(res), "(3, 13)") {
+	if sc := structured(t, res); res.IsError || sc["result"] != "42" || !strings.Contains(text(res), "--- stdout ---\n(3, 13)") {
 		t.Errorf("execute-transient through the server image: %q", text(res))
 	}
 	res = a.c.call(t, "execute-persistent", map[string]any{"code": "x = 41"})

@@ -16,27 +16,45 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
 
-// runOut is the structured content of the execute tools. The streams are
-// not in it: they are in the text content, once (see text).
+// transientArgs are execute-transient's arguments (its input schema).
+type transientArgs struct {
+	Code string `json:"code"`
+	// State is a JSON object of globals; its description names the
+	// argument in backquotes, so it is set in Tools.
+	State   json.RawMessage `json:"state,omitempty"`
+	Timeout float64         `json:"timeout,omitempty"`
+}
+
+// persistentArgs are execute-persistent's arguments (its input schema).
+type persistentArgs struct {
+	Code      string  `json:"code"`
+	SessionID string  `json:"session_id,omitempty" jsonschema:"Session to run in; empty or absent creates a new session."`
+	Timeout   float64 `json:"timeout,omitempty"`
+}
+
+// runOut is the structured content of the execute tools (their output
+// schema). The streams are not in it: they are in the text content, once
+// (see text); the structured content says how long they were, whether the
+// text shows them cut, and where their full text is.
 type runOut struct {
-	Status          string             `json:"status"`
-	StdoutBytes     int64              `json:"stdout_bytes"`
-	StderrBytes     int64              `json:"stderr_bytes"`
-	StdoutTruncated bool               `json:"stdout_truncated"`
-	StderrTruncated bool               `json:"stderr_truncated"`
-	StdoutURI       string             `json:"stdout_uri,omitempty"`
-	StderrURI       string             `json:"stderr_uri,omitempty"`
-	Result          *string            `json:"result"`
+	Status          string             `json:"status" jsonschema:"ok: ran to the end; error: the code raised; timeout/oom/killed: stopped by a limit; refused: the sandbox's own check refused; denied: the policy refused, see violations; invalid: bad arguments (e.g. state keys), nothing ran."`
+	StdoutBytes     int64              `json:"stdout_bytes" jsonschema:"Length of stdout as the code wrote it. The text itself is in the result's text content, under --- stdout ---."`
+	StderrBytes     int64              `json:"stderr_bytes" jsonschema:"Length of stderr as the code wrote it."`
+	StdoutTruncated bool               `json:"stdout_truncated" jsonschema:"The text shows only the head and tail of stdout; stdout_uri has the full text."`
+	StderrTruncated bool               `json:"stderr_truncated" jsonschema:"The text shows only the head and tail of stderr; stderr_uri has the full text."`
+	StdoutURI       string             `json:"stdout_uri,omitempty" jsonschema:"sandbox-output:// resource with the full stdout, when it was cut (read it with resources/read; kept for a limited time)."`
+	StderrURI       string             `json:"stderr_uri,omitempty" jsonschema:"sandbox-output:// resource with the full stderr, when it was cut."`
+	Result          *string            `json:"result" jsonschema:"repr() of the final expression's value."`
 	Error           *runError          `json:"error"`
 	State           json.RawMessage    `json:"state,omitempty"`
-	DroppedState    []executor.Dropped `json:"dropped_state"`
-	Images          int                `json:"images"`
-	Files           []string           `json:"files"`
-	DiscardedFiles  []string           `json:"discarded_files,omitempty"`
-	ReturnedFiles   []string           `json:"returned_files,omitempty"`
+	DroppedState    []executor.Dropped `json:"dropped_state" jsonschema:"Globals that are not JSON-serialisable and did not survive."`
+	Images          int                `json:"images" jsonschema:"Number of PNG figures returned as image content."`
+	Files           []string           `json:"files" jsonschema:"sandbox:// URIs of files the run created or changed (execute-persistent)."`
+	DiscardedFiles  []string           `json:"discarded_files,omitempty" jsonschema:"Files an execute-transient run wrote into /workspace: they were deleted with its sandbox."`
+	ReturnedFiles   []string           `json:"returned_files,omitempty" jsonschema:"sandbox-output:// URIs of the small discarded files, read before the sandbox went: embedded in the result and readable with resources/read for a while."`
 	DurationMS      float64            `json:"duration_ms"`
-	SessionID       string             `json:"session_id,omitempty"`
-	StateLost       bool               `json:"state_lost"`
+	SessionID       string             `json:"session_id,omitempty" jsonschema:"The persistent session (execute-persistent)."`
+	StateLost       bool               `json:"state_lost" jsonschema:"True once after the session's sandbox had to be restarted: its variables, imports and files are gone."`
 	Violations      []policy.Violation `json:"violations"`
 	Warnings        []policy.Violation `json:"warnings"`
 
@@ -44,19 +62,57 @@ type runOut struct {
 	stdout, stderr string
 }
 
+// stateOutDescription and stateInDescription describe the state property
+// (set in Tools: struct tags cannot hold backquotes).
+const (
+	stateOutDescription = "JSON-serialisable globals after the run; pass back as `state` to continue (execute-transient)."
+	stateInDescription  = "Variables to define before the code runs, as a JSON object of name to JSON value. Pass the `state` returned by the previous call to continue from it. Only JSON-serialisable values survive; the others are listed in dropped_state. " +
+		"Names must be Python identifiers that are not keywords, builtins (list, print, ...) or __dunder__ names."
+)
+
+// sent is o as the tools send it: lists that are empty, never null, as
+// the output schema says.
+func (o runOut) sent() runOut {
+	if o.DroppedState == nil {
+		o.DroppedState = []executor.Dropped{}
+	}
+	if o.Files == nil {
+		o.Files = []string{}
+	}
+	if o.Violations == nil {
+		o.Violations = []policy.Violation{}
+	}
+	if o.Warnings == nil {
+		o.Warnings = []policy.Violation{}
+	}
+	return o
+}
+
 type runError struct {
-	Type      string `json:"type"`
-	Message   string `json:"message"`
+	Type      string `json:"type" jsonschema:"Exception type."`
+	Message   string `json:"message" jsonschema:"Exception message."`
 	Line      int    `json:"line"`
-	Traceback string `json:"traceback"`
+	Traceback string `json:"traceback" jsonschema:"Traceback of the user's code only."`
 }
 
-func (s *Server) executeTransient(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return s.execute(ctx, req, false)
+func (s *Server) executeTransient(ctx context.Context, req mcp.CallToolRequest, args transientArgs) (*mcp.CallToolResult, error) {
+	if len(args.State) > 0 && string(args.State) != "null" {
+		var globals map[string]json.RawMessage
+		if err := json.Unmarshal(args.State, &globals); err != nil {
+			return toolError("state is not a JSON object: "+err.Error(), nil), nil
+		}
+		if bad := checkStateKeys(globals); len(bad) > 0 {
+			msg := "invalid state, nothing was run:\n  " + strings.Join(bad, "\n  ")
+			return toolError(msg, runOut{Status: "invalid", Error: &runError{Type: "InvalidState", Message: strings.Join(bad, "; ")}}.sent()), nil
+		}
+	} else {
+		args.State = nil
+	}
+	return s.execute(ctx, req, ToolExecuteTransient, args.Code, args.Timeout, "", args.State)
 }
 
-func (s *Server) executePersistent(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return s.execute(ctx, req, true)
+func (s *Server) executePersistent(ctx context.Context, req mcp.CallToolRequest, args persistentArgs) (*mcp.CallToolResult, error) {
+	return s.execute(ctx, req, ToolExecutePersistent, args.Code, args.Timeout, args.SessionID, nil)
 }
 
 // gate runs the static step and the policy for code. It returns either a
@@ -72,7 +128,7 @@ func (s *Server) gate(ctx context.Context, tool, code string, in policy.Input) (
 	dec, err := s.d.Gate.Decide(ctx, in)
 	if err != nil {
 		return facts, dec, toolError("the policy could not be evaluated (the server's Rego failed; tell the operator): "+err.Error(),
-			structured(runOut{Status: "denied", Violations: []policy.Violation{{Rule: "policy.error", Msg: err.Error()}}, Warnings: []policy.Violation{}, DroppedState: []executor.Dropped{}, Files: []string{}}))
+			runOut{Status: "denied", Violations: []policy.Violation{{Rule: "policy.error", Msg: err.Error()}}}.sent())
 	}
 	if !dec.Allow {
 		return facts, dec, s.denied(ctx, tool, dec.Violations, dec.Warnings)
@@ -82,9 +138,6 @@ func (s *Server) gate(ctx context.Context, tool, code string, in policy.Input) (
 
 // denied renders a refusal: each violation with its rule, line and column.
 func (s *Server) denied(ctx context.Context, tool string, vs, ws []policy.Violation) *mcp.CallToolResult {
-	if ws == nil {
-		ws = []policy.Violation{}
-	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "denied: the code was not run (%d violation(s)):\n", len(vs))
 	for _, v := range vs {
@@ -95,33 +148,15 @@ func (s *Server) denied(ctx context.Context, tool string, vs, ws []policy.Violat
 	}
 	s.logClient(ctx, mcp.LoggingLevelWarning, "request denied", map[string]any{"tool": tool, "violations": len(vs)})
 	r := mcp.NewToolResultError(strings.TrimRight(b.String(), "\n"))
-	r.StructuredContent = structured(runOut{Status: "denied", Violations: vs, Warnings: ws, DroppedState: []executor.Dropped{}, Files: []string{}})
+	r.StructuredContent = runOut{Status: "denied", Violations: vs, Warnings: ws}.sent()
 	return r
 }
 
-func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, persistent bool) (*mcp.CallToolResult, error) {
-	tool := ToolExecuteTransient
-	if persistent {
-		tool = ToolExecutePersistent
-	}
-	code := req.GetString("code", "")
-	timeout := req.GetFloat("timeout", 0)
-	sessionID := req.GetString("session_id", "")
-	var state json.RawMessage
-	if v, ok := req.GetArguments()["state"]; ok && v != nil && !persistent {
-		if m, ok := v.(map[string]any); ok {
-			if bad := checkStateKeys(m); len(bad) > 0 {
-				msg := "invalid state, nothing was run:\n  " + strings.Join(bad, "\n  ")
-				return toolError(msg, structured(runOut{Status: "invalid", Error: &runError{Type: "InvalidState", Message: strings.Join(bad, "; ")},
-					DroppedState: []executor.Dropped{}, Files: []string{}, Violations: []policy.Violation{}, Warnings: []policy.Violation{}})), nil
-			}
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return toolError("state is not a JSON object: "+err.Error(), nil), nil
-		}
-		state = b
-	}
+// execute judges code and runs it: transient (state is its JSON object of
+// globals, or nil) or, for ToolExecutePersistent, in session sessionID
+// ("" creates one).
+func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, tool, code string, timeout float64, sessionID string, state json.RawMessage) (*mcp.CallToolResult, error) {
+	persistent := tool == ToolExecutePersistent
 	p := s.principal(ctx)
 	in := policy.Input{Principal: policyPrincipal(p), LimitsRequested: policy.Limits{Timeout: timeout}}
 	if persistent {
@@ -197,39 +232,29 @@ func (s *Server) failure(tool, sessionID string, err error) *mcp.CallToolResult 
 	case errors.Is(err, context.Canceled):
 		status, msg = "killed", "the request was cancelled; the run was stopped and its sandbox removed"
 	}
-	out := runOut{Status: status, Error: &runError{Type: "ServerError", Message: msg}, SessionID: sessionID,
-		DroppedState: []executor.Dropped{}, Files: []string{}, Violations: []policy.Violation{}, Warnings: []policy.Violation{}}
 	if tool != ToolExecutePersistent && tool != ToolExecuteTransient {
 		return toolError(msg, nil)
 	}
-	r := mcp.NewToolResultError(msg)
-	r.StructuredContent = structured(out)
-	return r
+	return toolError(msg, runOut{Status: status, Error: &runError{Type: "ServerError", Message: msg}, SessionID: sessionID}.sent())
 }
 
 // render turns an executor result into the tool result: structured
 // content, one readable text block with the streams, figures as images,
 // created files and the full text of cut streams as resource links.
 func (s *Server) render(owner string, res *executor.Result, warnings []policy.Violation, transient bool) *mcp.CallToolResult {
-	if warnings == nil {
-		warnings = []policy.Violation{}
-	}
 	out := runOut{
 		Status: res.Status, stdout: res.Stdout, stderr: res.Stderr,
 		StdoutBytes: res.StdoutBytes, StderrBytes: res.StderrBytes,
 		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated,
 		Result: res.Result, State: res.State, DroppedState: res.DroppedState,
 		Images: len(res.Images), DurationMS: res.DurationMS, SessionID: res.SessionID, StateLost: res.StateLost,
-		Violations: []policy.Violation{}, Warnings: warnings, Files: []string{},
-	}
+		Warnings: warnings,
+	}.sent()
 	if out.StdoutBytes == 0 {
 		out.StdoutBytes = int64(len(res.Stdout))
 	}
 	if out.StderrBytes == 0 {
 		out.StderrBytes = int64(len(res.Stderr))
-	}
-	if out.DroppedState == nil {
-		out.DroppedState = []executor.Dropped{}
 	}
 	if res.Error != nil {
 		out.Error = &runError{Type: res.Error.Type, Message: res.Error.Message, Line: res.Error.Line, Traceback: res.Error.Traceback}
@@ -278,7 +303,7 @@ func (s *Server) render(owner string, res *executor.Result, warnings []policy.Vi
 	}
 	return &mcp.CallToolResult{
 		Content:           content,
-		StructuredContent: structured(out),
+		StructuredContent: out,
 		IsError:           res.Status != "ok",
 	}
 }

@@ -17,6 +17,90 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/policy"
 )
 
+// sessionArg is the session a session or file tool works on.
+type sessionArg struct {
+	SessionID string `json:"session_id" jsonschema:"The id of a persistent session, as returned by execute-persistent."`
+}
+
+// sessionArgs are cleanup-session's arguments.
+type sessionArgs struct {
+	sessionArg
+}
+
+// noArgs are the arguments of a tool that takes none (list-sessions).
+type noArgs struct{}
+
+// fileArgs are read-file's arguments.
+type fileArgs struct {
+	sessionArg
+	Path string `json:"path" jsonschema:"Path relative to /workspace (or absolute under /workspace)."`
+}
+
+// writeFileArgs are write-file's arguments.
+type writeFileArgs struct {
+	sessionArg
+	Path     string `json:"path" jsonschema:"Path relative to /workspace (or absolute under /workspace)."`
+	Content  string `json:"content" jsonschema:"File content, as text or base64 (see encoding)."`
+	Encoding string `json:"encoding,omitempty" jsonschema:"How content is encoded."`
+}
+
+// listFilesArgs are list-files' arguments.
+type listFilesArgs struct {
+	sessionArg
+	Path string `json:"path,omitempty" jsonschema:"Directory relative to /workspace; default the top."`
+}
+
+// cleanupOut is cleanup-session's result.
+type cleanupOut struct {
+	SessionID string `json:"session_id"`
+	Removed   bool   `json:"removed"`
+}
+
+// sessionsOut is list-sessions' result.
+type sessionsOut struct {
+	Sessions []sessionOut `json:"sessions"`
+}
+
+type sessionOut struct {
+	SessionID        string  `json:"session_id"`
+	Created          string  `json:"created" jsonschema:"RFC 3339 time."`
+	LastUsed         string  `json:"last_used" jsonschema:"RFC 3339 time."`
+	AgeSeconds       float64 `json:"age_seconds"`
+	IdleSeconds      float64 `json:"idle_seconds"`
+	ExpiresInSeconds float64 `json:"expires_in_seconds"`
+	Busy             bool    `json:"busy"`
+}
+
+// readFileOut is read-file's result.
+type readFileOut struct {
+	Path     string `json:"path"`
+	Size     int    `json:"size"`
+	Encoding string `json:"encoding"`
+	Content  string `json:"content"`
+	URI      string `json:"uri,omitempty"`
+}
+
+// writeFileOut is write-file's result.
+type writeFileOut struct {
+	Path string `json:"path"`
+	Size int    `json:"size"`
+	URI  string `json:"uri,omitempty"`
+}
+
+// listFilesOut is list-files' result.
+type listFilesOut struct {
+	Path  string    `json:"path"`
+	Files []fileOut `json:"files"`
+}
+
+type fileOut struct {
+	Path     string `json:"path"`
+	Size     int64  `json:"size"`
+	Dir      bool   `json:"dir"`
+	Modified string `json:"modified,omitempty"`
+	URI      string `json:"uri,omitempty"`
+}
+
 // fileURI is the resource URI of a session file; p is relative to the
 // working directory or absolute inside it (/workspace/x and x are the same
 // file, and get the same URI).
@@ -93,8 +177,8 @@ func sessionError(sessionID string, err error) *mcp.CallToolResult {
 	return toolError(err.Error(), nil)
 }
 
-func (s *Server) cleanupSession(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	id := req.GetString("session_id", "")
+func (s *Server) cleanupSession(ctx context.Context, _ mcp.CallToolRequest, args sessionArgs) (*mcp.CallToolResult, error) {
+	id := args.SessionID
 	owner, refusal := s.sessionGate(ctx, ToolCleanupSession, id)
 	if refusal != nil {
 		return refusal, nil
@@ -102,37 +186,37 @@ func (s *Server) cleanupSession(ctx context.Context, req mcp.CallToolRequest) (*
 	if err := s.d.Exec.Cleanup(ctx, owner, id); err != nil {
 		return sessionError(id, err), nil
 	}
-	return mcp.NewToolResultStructured(map[string]any{"session_id": id, "removed": true}, "session "+id+" removed"), nil
+	return mcp.NewToolResultStructured(cleanupOut{SessionID: id, Removed: true}, "session "+id+" removed"), nil
 }
 
-func (s *Server) listSessions(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (s *Server) listSessions(ctx context.Context, _ mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, error) {
 	owner, refusal := s.sessionGate(ctx, ToolListSessions, "")
 	if refusal != nil {
 		return refusal, nil
 	}
 	now := time.Now()
-	list := []map[string]any{}
+	out := sessionsOut{Sessions: []sessionOut{}}
 	var b strings.Builder
 	for _, si := range s.d.Exec.Sessions(owner) {
-		list = append(list, map[string]any{
-			"session_id":         si.ID,
-			"created":            si.Created.UTC().Format(time.RFC3339),
-			"last_used":          si.LastUsed.UTC().Format(time.RFC3339),
-			"age_seconds":        now.Sub(si.Created).Seconds(),
-			"idle_seconds":       now.Sub(si.LastUsed).Seconds(),
-			"expires_in_seconds": si.Expires.Sub(now).Seconds(),
-			"busy":               si.Busy,
+		out.Sessions = append(out.Sessions, sessionOut{
+			SessionID:        si.ID,
+			Created:          si.Created.UTC().Format(time.RFC3339),
+			LastUsed:         si.LastUsed.UTC().Format(time.RFC3339),
+			AgeSeconds:       now.Sub(si.Created).Seconds(),
+			IdleSeconds:      now.Sub(si.LastUsed).Seconds(),
+			ExpiresInSeconds: si.Expires.Sub(now).Seconds(),
+			Busy:             si.Busy,
 		})
 		fmt.Fprintf(&b, "%s  age %s  idle %s  expires in %s\n", si.ID, now.Sub(si.Created).Round(time.Second), now.Sub(si.LastUsed).Round(time.Second), si.Expires.Sub(now).Round(time.Second))
 	}
-	if len(list) == 0 {
+	if len(out.Sessions) == 0 {
 		b.WriteString("no sessions")
 	}
-	return mcp.NewToolResultStructured(map[string]any{"sessions": list}, strings.TrimRight(b.String(), "\n")), nil
+	return mcp.NewToolResultStructured(out, strings.TrimRight(b.String(), "\n")), nil
 }
 
-func (s *Server) readFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	id, p := req.GetString("session_id", ""), req.GetString("path", "")
+func (s *Server) readFile(ctx context.Context, _ mcp.CallToolRequest, args fileArgs) (*mcp.CallToolResult, error) {
+	id, p := args.SessionID, args.Path
 	owner, refusal := s.sessionGate(ctx, ToolReadFile, id)
 	if refusal != nil {
 		return refusal, nil
@@ -141,40 +225,37 @@ func (s *Server) readFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	if err != nil {
 		return sessionError(id, err), nil
 	}
-	out := map[string]any{"path": p, "size": len(data), "uri": s.fileURI(id, p)}
+	out := readFileOut{Path: p, Size: len(data), URI: s.fileURI(id, p)}
 	if utf8.Valid(data) {
-		out["encoding"], out["content"] = "text", string(data)
+		out.Encoding, out.Content = "text", string(data)
 		return mcp.NewToolResultStructured(out, string(data)), nil
 	}
-	enc := base64.StdEncoding.EncodeToString(data)
-	out["encoding"], out["content"] = "base64", enc
-	r := mcp.NewToolResultStructured(out, fmt.Sprintf("%s: %d bytes of binary data (base64 in structured content)", p, len(data)))
-	return r, nil
+	out.Encoding, out.Content = "base64", base64.StdEncoding.EncodeToString(data)
+	return mcp.NewToolResultStructured(out, fmt.Sprintf("%s: %d bytes of binary data (base64 in structured content)", p, len(data))), nil
 }
 
-func (s *Server) writeFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	id, p := req.GetString("session_id", ""), req.GetString("path", "")
-	content, encoding := req.GetString("content", ""), req.GetString("encoding", "text")
+func (s *Server) writeFile(ctx context.Context, _ mcp.CallToolRequest, args writeFileArgs) (*mcp.CallToolResult, error) {
+	id, p := args.SessionID, args.Path
 	owner, refusal := s.sessionGate(ctx, ToolWriteFile, id)
 	if refusal != nil {
 		return refusal, nil
 	}
-	data := []byte(content)
-	if encoding == "base64" {
+	data := []byte(args.Content)
+	if args.Encoding == "base64" {
 		var err error
-		if data, err = base64.StdEncoding.DecodeString(content); err != nil {
+		if data, err = base64.StdEncoding.DecodeString(args.Content); err != nil {
 			return toolError("content is not valid base64: "+err.Error(), nil), nil
 		}
 	}
 	if err := s.d.Exec.WriteFile(ctx, owner, id, p, data); err != nil {
 		return sessionError(id, err), nil
 	}
-	return mcp.NewToolResultStructured(map[string]any{"path": p, "size": len(data), "uri": s.fileURI(id, p)},
+	return mcp.NewToolResultStructured(writeFileOut{Path: p, Size: len(data), URI: s.fileURI(id, p)},
 		fmt.Sprintf("wrote %d bytes to %s", len(data), p)), nil
 }
 
-func (s *Server) listFiles(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	id, p := req.GetString("session_id", ""), req.GetString("path", "")
+func (s *Server) listFiles(ctx context.Context, _ mcp.CallToolRequest, args listFilesArgs) (*mcp.CallToolResult, error) {
+	id, p := args.SessionID, args.Path
 	owner, refusal := s.sessionGate(ctx, ToolListFiles, id)
 	if refusal != nil {
 		return refusal, nil
@@ -183,23 +264,24 @@ func (s *Server) listFiles(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	if err != nil {
 		return sessionError(id, err), nil
 	}
-	list := []map[string]any{}
+	out := listFilesOut{Files: []fileOut{}}
 	var b strings.Builder
 	for _, f := range files {
-		list = append(list, map[string]any{"path": f.Path, "size": f.Size, "dir": f.Dir, "modified": f.ModTime.UTC().Format(time.RFC3339), "uri": s.fileURI(id, f.Path)})
+		out.Files = append(out.Files, fileOut{Path: f.Path, Size: f.Size, Dir: f.Dir, Modified: f.ModTime.UTC().Format(time.RFC3339), URI: s.fileURI(id, f.Path)})
 		kind := ""
 		if f.Dir {
 			kind = "/"
 		}
 		fmt.Fprintf(&b, "%s%s  %d\n", f.Path, kind, f.Size)
 	}
-	if len(list) == 0 {
+	if len(out.Files) == 0 {
 		b.WriteString("(empty)")
 	}
 	if p == "" {
 		p = "."
 	}
-	return mcp.NewToolResultStructured(map[string]any{"path": p, "files": list}, strings.TrimRight(b.String(), "\n")), nil
+	out.Path = p
+	return mcp.NewToolResultStructured(out, strings.TrimRight(b.String(), "\n")), nil
 }
 
 // readResource serves sandbox://SESSION/PATH for the caller's sessions.

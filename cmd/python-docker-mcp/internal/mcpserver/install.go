@@ -22,17 +22,25 @@ type Installer interface {
 	Installed(owner, sessionID string) (int, error)
 }
 
-// installOut is the structured content of install-package.
+// installArgs are install-package's arguments (its input schema).
+type installArgs struct {
+	PackageName string `json:"package_name" jsonschema:"Package name as on PyPI, e.g. \"tabulate\". No URLs, paths or options."`
+	Version     string `json:"version,omitempty" jsonschema:"Optional version specifier, e.g. \"==0.9.0\" or \">=1.2,<2\"; a bare version such as \"0.9.0\" means ==0.9.0."`
+	SessionID   string `json:"session_id,omitempty" jsonschema:"Optional persistent session to install into."`
+}
+
+// installOut is the structured content of install-package (its output
+// schema).
 type installOut struct {
-	Package   string `json:"package"`
-	Version   string `json:"version"`
-	SessionID string `json:"session_id"`
-	Output    string `json:"output"`
-	Status    string `json:"status"`
-	Message   string `json:"message"`
+	Package   string `json:"package" jsonschema:"The package name."`
+	Version   string `json:"version" jsonschema:"Installed version."`
+	SessionID string `json:"session_id" jsonschema:"The session installed into; empty for transient runs."`
+	Output    string `json:"output" jsonschema:"Installer output (capped)."`
+	Status    string `json:"status" jsonschema:"ok, denied (see violations), invalid (bad name or version), not_found (not in the wheelhouse or index), error, timeout, unavailable."`
+	Message   string `json:"message" jsonschema:"What happened, in one sentence."`
 	// RestartNeeded says the session had already imported the package, so
 	// the installed version is not the one its interpreter uses.
-	RestartNeeded bool               `json:"restart_needed"`
+	RestartNeeded bool               `json:"restart_needed" jsonschema:"The session had already imported this package, so its running interpreter keeps the old version: start a new session to use the installed one."`
 	Violations    []policy.Violation `json:"violations"`
 }
 
@@ -88,14 +96,12 @@ func parsePackage(name, version string) (policy.Package, error) {
 	return pkg, nil
 }
 
-func (s *Server) installPackage(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	name := req.GetString("package_name", "")
-	version := req.GetString("version", "")
-	sessionID := req.GetString("session_id", "")
+func (s *Server) installPackage(ctx context.Context, req mcp.CallToolRequest, args installArgs) (*mcp.CallToolResult, error) {
+	name, version, sessionID := args.PackageName, args.Version, args.SessionID
 	if s.d.Installer == nil {
 		return toolError("install-package is not available in this server: it was started without a package installer. "+
 			"Use what the sandbox image provides: "+imagePackages(s.d.Config())+".",
-			structured(installOut{Package: name, SessionID: sessionID, Status: "unavailable", Violations: []policy.Violation{}})), nil
+			installOut{Package: name, SessionID: sessionID, Status: "unavailable", Violations: []policy.Violation{}}), nil
 	}
 	out := installOut{Package: name, SessionID: sessionID, Violations: []policy.Violation{}}
 	pkg, err := parsePackage(name, version)
@@ -103,7 +109,7 @@ func (s *Server) installPackage(ctx context.Context, req mcp.CallToolRequest) (*
 		out.Status = "invalid"
 		out.Message = err.Error()
 		out.Violations = []policy.Violation{{Rule: "packages.input", Msg: err.Error()}}
-		return toolError("invalid package request, nothing was installed: "+err.Error(), structured(out)), nil
+		return toolError("invalid package request, nothing was installed: "+err.Error(), out), nil
 	}
 	out.Package = pkg.Name
 	p := s.principal(ctx)
@@ -124,7 +130,7 @@ func (s *Server) installPackage(ctx context.Context, req mcp.CallToolRequest) (*
 	if err != nil {
 		out.Status = "denied"
 		out.Violations = []policy.Violation{{Rule: "policy.error", Msg: err.Error()}}
-		return toolError("the policy could not be evaluated (the server's Rego failed; tell the operator): "+err.Error(), structured(out)), nil
+		return toolError("the policy could not be evaluated (the server's Rego failed; tell the operator): "+err.Error(), out), nil
 	}
 	if !dec.Allow {
 		var b strings.Builder
@@ -135,7 +141,7 @@ func (s *Server) installPackage(ctx context.Context, req mcp.CallToolRequest) (*
 		s.logClient(ctx, mcp.LoggingLevelWarning, "install denied", map[string]any{"tool": ToolInstallPackage, "package": pkg.Name, "violations": len(dec.Violations)})
 		out.Status = "denied"
 		out.Violations = dec.Violations
-		return toolError(strings.TrimRight(b.String(), "\n"), structured(out)), nil
+		return toolError(strings.TrimRight(b.String(), "\n"), out), nil
 	}
 	progress := s.progressFunc(ctx, req)
 	if err := s.waitImage(ctx, progress); err != nil {
@@ -171,7 +177,7 @@ func (s *Server) installPackage(ctx context.Context, req mcp.CallToolRequest) (*
 	}
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{mcp.NewTextContent(strings.TrimRight(b.String(), "\n"))},
-		StructuredContent: structured(out),
+		StructuredContent: out,
 		IsError:           res.Status != "ok",
 	}, nil
 }
@@ -191,5 +197,5 @@ func (s *Server) installFailure(out installOut, err error) *mcp.CallToolResult {
 		out.Status, msg = "killed", "the request was cancelled; the installer was stopped and removed"
 	}
 	out.Message = msg
-	return toolError(msg, structured(out))
+	return toolError(msg, out)
 }

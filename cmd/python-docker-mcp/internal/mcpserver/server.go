@@ -4,11 +4,16 @@
 // denial is a tool result with isError and the violations; an executor
 // failure is a tool result with isError and its status; only malformed
 // requests become JSON-RPC errors.
+//
+// The tools are listed once, in toolDefs (tools.go): each tool's argument
+// and result structs are its input and output schemas, and its handler
+// takes the decoded argument struct. testdata/*.txtar are transcripts of
+// whole exchanges, checked against a fake executor (go test -update
+// rewrites their replies).
 package mcpserver
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -110,18 +115,8 @@ func New(d Deps) *Server {
 		server.WithToolFilter(s.currentTools),
 	)
 	s.mcp.Use(d.Middleware...)
-	handlers := map[string]server.ToolHandlerFunc{
-		ToolExecuteTransient:  s.executeTransient,
-		ToolExecutePersistent: s.executePersistent,
-		ToolInstallPackage:    s.installPackage,
-		ToolCleanupSession:    s.cleanupSession,
-		ToolListSessions:      s.listSessions,
-		ToolReadFile:          s.readFile,
-		ToolWriteFile:         s.writeFile,
-		ToolListFiles:         s.listFiles,
-	}
-	for _, t := range tools {
-		s.mcp.AddTool(t, handlers[t.Name])
+	for i, t := range tools {
+		s.mcp.AddTool(t, toolDefs[i].handler(s))
 	}
 	s.mcp.AddResourceTemplate(
 		mcp.NewResourceTemplate(ResourceTemplate, "Session file",
@@ -249,23 +244,12 @@ func (s *Server) waitImage(ctx context.Context, progress func(string)) error {
 	})
 }
 
-// structured marshals v into the map form mcp-go validates and sends.
-func structured(v any) map[string]any {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return map[string]any{"error": fmt.Sprintf("unencodable result: %v", err)}
-	}
-	var m map[string]any
-	_ = json.Unmarshal(b, &m)
-	return m
-}
-
-// toolError is an isError result with one text block and structured
-// content; for tools whose output schema requires fields, fields holds them.
-func toolError(msg string, fields map[string]any) *mcp.CallToolResult {
+// toolError is an isError result with one text block and, when out is not
+// nil, structured content (for tools whose output schema requires fields).
+func toolError(msg string, out any) *mcp.CallToolResult {
 	r := mcp.NewToolResultError(msg)
-	if fields != nil {
-		r.StructuredContent = fields
+	if out != nil {
+		r.StructuredContent = out
 	}
 	return r
 }

@@ -45,7 +45,7 @@ func isIdentifier(s string) bool {
 // state, one sentence per bad name (nil when all are usable): each must be
 // a Python identifier that is not a keyword, does not shadow a builtin and
 // is not a dunder name.
-func checkStateKeys(state map[string]any) []string {
+func checkStateKeys[V any](state map[string]V) []string {
 	names := make([]string, 0, len(state))
 	for k := range state {
 		names = append(names, k)

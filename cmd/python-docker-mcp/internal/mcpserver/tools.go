@@ -3,11 +3,14 @@ package mcpserver
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/image"
@@ -15,7 +18,7 @@ import (
 )
 
 // Tool names, as clients call them: the policy's names, so the Rego and
-// the tools cannot disagree.
+// the tools cannot disagree. toolDefs is the one list of the tools.
 const (
 	ToolExecuteTransient  = policy.ToolExecuteTransient
 	ToolExecutePersistent = policy.ToolExecutePersistent
@@ -110,6 +113,231 @@ func outputNote(cfg config.Config) string {
 
 const sessionDescription = "The id of a persistent session, as returned by execute-persistent."
 
+// Scope kinds: which of the configured scopes (auth.scopes) a tool call
+// needs over HTTP. auth.ScopeFor decides; a test keeps it in step with
+// toolDefs.
+const (
+	scopeExecute  = "execute"
+	scopeInstall  = "install"
+	scopeSessions = "sessions"
+)
+
+// toolDef is one tool: its name and metadata, its argument and result
+// types (whose JSON shapes are its input and output schemas, see schemaOf),
+// the schema details a struct cannot say, and its handler.
+type toolDef struct {
+	name, title                       string
+	readOnly, destructive, idempotent bool
+	scope                             string // scopeExecute, scopeInstall or scopeSessions
+	description                       func(cfg config.Config) string
+	// schemas returns the input and output schemas for cfg: the argument
+	// and result types' schemas with the config's descriptions and the
+	// constraints struct tags cannot state.
+	schemas func(cfg config.Config) (in, out *jsonschema.Schema)
+	handler func(s *Server) server.ToolHandlerFunc
+}
+
+// toolDefs is the one list of the tools, in the order tools/list shows
+// them. Their names are the policy's (policy.Tool*, the names an Input
+// may carry, aliased above); registration and the argument validator
+// follow this list, and tests hold rules/tools.rego, auth.ScopeFor and the
+// README's tables to it. A new tool is a policy.Tool* name, an entry
+// here, its argument and result types and its handler.
+var toolDefs = []toolDef{
+	{
+		name: ToolExecuteTransient, title: "Run Python (fresh sandbox)", scope: scopeExecute,
+		description: func(cfg config.Config) string {
+			return "Run Python code in a fresh, single-use sandbox (no network, read-only system, memory/CPU/time limits). " +
+				"Nothing persists between calls except the JSON `state` you pass in and get back. " +
+				"Use execute-persistent when you need variables, imports or files to live across calls; files written here are deleted with the sandbox. " +
+				outputNote(cfg)
+		},
+		schemas: func(cfg config.Config) (*jsonschema.Schema, *jsonschema.Schema) {
+			in := schemaOf[transientArgs]()
+			codeSchemas(cfg, in)
+			in.Properties["state"].AdditionalProperties = &jsonschema.Schema{}
+			in.Properties["state"].Description = stateInDescription
+			return in, runOutSchema()
+		},
+		handler: func(s *Server) server.ToolHandlerFunc { return mcp.NewTypedToolHandler(s.executeTransient) },
+	},
+	{
+		name: ToolExecutePersistent, title: "Run Python (persistent session)", scope: scopeExecute,
+		description: func(cfg config.Config) string {
+			return "Run Python code in a persistent session: variables, imports, functions and files in /workspace stay between calls. " +
+				"Leave session_id empty to create a session; its id comes back as session_id. Sessions expire after a period of inactivity; " +
+				"call cleanup-session when done. Files in /workspace are resources (sandbox://SESSION_ID/PATH, listed by resources/list). " +
+				outputNote(cfg)
+		},
+		schemas: func(cfg config.Config) (*jsonschema.Schema, *jsonschema.Schema) {
+			in := schemaOf[persistentArgs]()
+			codeSchemas(cfg, in)
+			return in, runOutSchema()
+		},
+		handler: func(s *Server) server.ToolHandlerFunc { return mcp.NewTypedToolHandler(s.executePersistent) },
+	},
+	{
+		name: ToolInstallPackage, title: "Install a Python package", idempotent: true, scope: scopeInstall,
+		description: func(config.Config) string {
+			return "Install a Python package into a session (or, without session_id, for your transient runs), from the operator's configured wheelhouse or index. " +
+				"The sandbox itself never gets network access. Subject to the operator's package policy. " +
+				"Dependencies are not installed automatically: install each one by name first. Only wheels are installed unless the operator allows source builds. " +
+				"In a session the package is importable in the next call, without a restart, unless the session already imported it: then restart_needed is true and a new session is needed to use the installed version."
+		},
+		schemas: func(config.Config) (*jsonschema.Schema, *jsonschema.Schema) {
+			return schemaOf[installArgs](), schemaOf[installOut]()
+		},
+		handler: func(s *Server) server.ToolHandlerFunc { return mcp.NewTypedToolHandler(s.installPackage) },
+	},
+	{
+		name: ToolCleanupSession, title: "End a session", destructive: true, idempotent: true, scope: scopeSessions,
+		description: func(config.Config) string {
+			return "End a persistent session and delete its sandbox, variables and files."
+		},
+		schemas: func(config.Config) (*jsonschema.Schema, *jsonschema.Schema) {
+			return schemaOf[sessionArgs](), schemaOf[cleanupOut]()
+		},
+		handler: func(s *Server) server.ToolHandlerFunc { return mcp.NewTypedToolHandler(s.cleanupSession) },
+	},
+	{
+		name: ToolListSessions, title: "List my sessions", readOnly: true, idempotent: true, scope: scopeSessions,
+		description: func(config.Config) string {
+			return "List your persistent sessions with their age, idle time and the time left before they expire."
+		},
+		schemas: func(config.Config) (*jsonschema.Schema, *jsonschema.Schema) {
+			return schemaOf[noArgs](), schemaOf[sessionsOut]()
+		},
+		handler: func(s *Server) server.ToolHandlerFunc { return mcp.NewTypedToolHandler(s.listSessions) },
+	},
+	{
+		name: ToolReadFile, title: "Read a session file", readOnly: true, idempotent: true, scope: scopeSessions,
+		description: func(config.Config) string {
+			return "Read a file from a session's /workspace. Text comes back as text, other files as base64."
+		},
+		schemas: func(config.Config) (*jsonschema.Schema, *jsonschema.Schema) {
+			out := schemaOf[readFileOut]()
+			out.Properties["encoding"].Enum = []any{"text", "base64"}
+			return schemaOf[fileArgs](), out
+		},
+		handler: func(s *Server) server.ToolHandlerFunc { return mcp.NewTypedToolHandler(s.readFile) },
+	},
+	{
+		name: ToolWriteFile, title: "Write a session file", destructive: true, idempotent: true, scope: scopeSessions,
+		description: func(config.Config) string {
+			return "Write a file into a session's /workspace (creating directories as needed), e.g. data for the code to read."
+		},
+		schemas: func(config.Config) (*jsonschema.Schema, *jsonschema.Schema) {
+			in := schemaOf[writeFileArgs]()
+			in.Properties["encoding"].Enum = []any{"text", "base64"}
+			in.Properties["encoding"].Default = json.RawMessage(`"text"`)
+			return in, schemaOf[writeFileOut]()
+		},
+		handler: func(s *Server) server.ToolHandlerFunc { return mcp.NewTypedToolHandler(s.writeFile) },
+	},
+	{
+		name: ToolListFiles, title: "List session files", readOnly: true, idempotent: true, scope: scopeSessions,
+		description: func(config.Config) string {
+			return "List the files under a directory of a session's /workspace."
+		},
+		schemas: func(config.Config) (*jsonschema.Schema, *jsonschema.Schema) {
+			return schemaOf[listFilesArgs](), schemaOf[listFilesOut]()
+		},
+		handler: func(s *Server) server.ToolHandlerFunc { return mcp.NewTypedToolHandler(s.listFiles) },
+	},
+}
+
+// codeSchemas states cfg's image packages, module rules and timeout in the
+// execute tools' argument descriptions, and that a timeout is positive.
+func codeSchemas(cfg config.Config, in *jsonschema.Schema) {
+	in.Properties["code"].Description = codeDescription(cfg)
+	t := in.Properties["timeout"]
+	t.Description = timeoutDescription(cfg)
+	zero := 0.0
+	t.ExclusiveMinimum = &zero
+}
+
+// runOutSchema is the output schema of both execute tools.
+func runOutSchema() *jsonschema.Schema {
+	out := schemaOf[runOut]()
+	out.Properties["status"].Enum = []any{"ok", "error", "timeout", "oom", "killed", "refused", "denied", "invalid"}
+	out.Properties["state"].Description = stateOutDescription
+	return out
+}
+
+// schemaTypes are the schemas of types whose Go shape says less than
+// their JSON: raw JSON objects, and the policy's violations, described.
+var schemaTypes = map[reflect.Type]*jsonschema.Schema{
+	reflect.TypeFor[json.RawMessage]():  {Type: "object"},
+	reflect.TypeFor[policy.Violation](): mustSchema[violationDoc](nil),
+}
+
+// violationDoc documents policy.Violation's JSON for the output schemas.
+type violationDoc struct {
+	Rule string `json:"rule" jsonschema:"The policy rule that decided."`
+	Msg  string `json:"msg" jsonschema:"What is wrong and what to do instead."`
+	Line int    `json:"line" jsonschema:"1-based line in the code (0 when not about a line)."`
+	Col  int    `json:"col" jsonschema:"0-based column."`
+}
+
+// schemaOf is T's JSON shape as a schema: its JSON field names, types and
+// `jsonschema:"description"` tags; a field without omitempty is required;
+// no other properties are allowed. Slices are arrays (the tools send [] for
+// none, never null); pointers may be null. The result is T's own copy, for
+// the caller to add what tags cannot say.
+func schemaOf[T any]() *jsonschema.Schema { return mustSchema[T](schemaTypes) }
+
+func mustSchema[T any](types map[reflect.Type]*jsonschema.Schema) *jsonschema.Schema {
+	s, err := jsonschema.For[T](&jsonschema.ForOptions{TypeSchemas: types})
+	if err != nil {
+		panic(fmt.Sprintf("mcpserver: schema of %T: %v", *new(T), err)) // the types are this package's own
+	}
+	arrays(s)
+	return s
+}
+
+// arrays makes slice properties plain arrays (For allows null for a nil
+// slice) and drops the field order so properties render sorted.
+func arrays(s *jsonschema.Schema) {
+	if s == nil {
+		return
+	}
+	if len(s.Types) == 2 && s.Types[0] == "null" && s.Types[1] == "array" {
+		s.Types, s.Type = nil, "array"
+	}
+	s.PropertyOrder = nil
+	for _, p := range s.Properties {
+		arrays(p)
+	}
+	arrays(s.Items)
+}
+
+func rawSchema(s *jsonschema.Schema) json.RawMessage {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic("mcpserver: schema: " + err.Error())
+	}
+	return b
+}
+
+// Tools returns the tool definitions, in the order tools/list shows them;
+// their descriptions state cfg's image packages, timeout, output cap and
+// module rules.
+func Tools(cfg config.Config) []mcp.Tool {
+	tools := make([]mcp.Tool, len(toolDefs))
+	for i, d := range toolDefs {
+		in, out := d.schemas(cfg)
+		tools[i] = mcp.Tool{
+			Name:            d.name,
+			Title:           d.title,
+			Description:     d.description(cfg),
+			RawInputSchema:  rawSchema(in),
+			RawOutputSchema: rawSchema(out),
+			Annotations:     annotations(d.title, d.readOnly, d.destructive, d.idempotent, false),
+		}
+	}
+	return tools
+}
+
 var hintTrue, hintFalse = true, false
 
 func annotations(title string, readOnly, destructive, idempotent, openWorld bool) mcp.ToolAnnotation {
@@ -120,166 +348,4 @@ func annotations(title string, readOnly, destructive, idempotent, openWorld bool
 		return &hintFalse
 	}
 	return mcp.ToolAnnotation{Title: title, ReadOnlyHint: b(readOnly), DestructiveHint: b(destructive), IdempotentHint: b(idempotent), OpenWorldHint: b(openWorld)}
-}
-
-func tool(name, title, description string, in, out map[string]any, ann mcp.ToolAnnotation) mcp.Tool {
-	inJSON, _ := json.Marshal(in)
-	outJSON, _ := json.Marshal(out)
-	return mcp.Tool{
-		Name:            name,
-		Title:           title,
-		Description:     description,
-		RawInputSchema:  inJSON,
-		RawOutputSchema: outJSON,
-		Annotations:     ann,
-	}
-}
-
-func object(props map[string]any, required ...string) map[string]any {
-	o := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
-	if len(required) > 0 {
-		o["required"] = required
-	}
-	return o
-}
-
-func str(desc string) map[string]any {
-	if desc == "" {
-		return map[string]any{"type": "string"}
-	}
-	return map[string]any{"type": "string", "description": desc}
-}
-
-var violationSchema = object(map[string]any{
-	"rule": str("The policy rule that decided."),
-	"msg":  str("What is wrong and what to do instead."),
-	"line": map[string]any{"type": "integer", "description": "1-based line in the code (0 when not about a line)."},
-	"col":  map[string]any{"type": "integer", "description": "0-based column."},
-}, "rule", "msg", "line", "col")
-
-// runOutput is the output schema of both execute tools. The streams
-// themselves are in the text content only (sent once); the structured
-// content says how long they were, whether the text shows them cut, and
-// where their full text is.
-func runOutput() map[string]any {
-	integer := func(desc string) map[string]any { return map[string]any{"type": "integer", "description": desc} }
-	return object(map[string]any{
-		"status": map[string]any{"type": "string", "enum": []string{"ok", "error", "timeout", "oom", "killed", "refused", "denied", "invalid"},
-			"description": "ok: ran to the end; error: the code raised; timeout/oom/killed: stopped by a limit; refused: the sandbox's own check refused; denied: the policy refused, see violations; invalid: bad arguments (e.g. state keys), nothing ran."},
-		"stdout_bytes":     integer("Length of stdout as the code wrote it. The text itself is in the result's text content, under --- stdout ---."),
-		"stderr_bytes":     integer("Length of stderr as the code wrote it."),
-		"stdout_truncated": map[string]any{"type": "boolean", "description": "The text shows only the head and tail of stdout; stdout_uri has the full text."},
-		"stderr_truncated": map[string]any{"type": "boolean", "description": "The text shows only the head and tail of stderr; stderr_uri has the full text."},
-		"stdout_uri":       str("sandbox-output:// resource with the full stdout, when it was cut (read it with resources/read; kept for a limited time)."),
-		"stderr_uri":       str("sandbox-output:// resource with the full stderr, when it was cut."),
-		"result":           map[string]any{"type": []string{"string", "null"}, "description": "repr() of the final expression's value."},
-		"error": map[string]any{"type": []string{"object", "null"}, "properties": map[string]any{
-			"type": str("Exception type."), "message": str("Exception message."),
-			"line": map[string]any{"type": "integer"}, "traceback": str("Traceback of the user's code only."),
-		}},
-		"state":           map[string]any{"type": "object", "description": "JSON-serialisable globals after the run; pass back as `state` to continue (execute-transient)."},
-		"dropped_state":   map[string]any{"type": "array", "items": object(map[string]any{"name": str(""), "type": str("")}, "name", "type"), "description": "Globals that are not JSON-serialisable and did not survive."},
-		"images":          map[string]any{"type": "integer", "description": "Number of PNG figures returned as image content."},
-		"files":           map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "sandbox:// URIs of files the run created or changed (execute-persistent)."},
-		"discarded_files": map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "Files an execute-transient run wrote into /workspace: they were deleted with its sandbox."},
-		"returned_files":  map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "sandbox-output:// URIs of the small discarded files, read before the sandbox went: embedded in the result and readable with resources/read for a while."},
-		"duration_ms":     map[string]any{"type": "number"},
-		"session_id":      str("The persistent session (execute-persistent)."),
-		"state_lost":      map[string]any{"type": "boolean", "description": "True once after the session's sandbox had to be restarted: its variables, imports and files are gone."},
-		"violations":      map[string]any{"type": "array", "items": violationSchema},
-		"warnings":        map[string]any{"type": "array", "items": violationSchema},
-	}, "status")
-}
-
-// Tools returns the tool definitions, in the order tools/list shows them;
-// their descriptions state cfg's image packages, timeout, output cap and
-// module rules.
-func Tools(cfg config.Config) []mcp.Tool {
-	code := str(codeDescription(cfg))
-	timeout := map[string]any{"type": "number", "exclusiveMinimum": 0, "description": timeoutDescription(cfg)}
-	return []mcp.Tool{
-		tool(ToolExecuteTransient, "Run Python (fresh sandbox)",
-			"Run Python code in a fresh, single-use sandbox (no network, read-only system, memory/CPU/time limits). "+
-				"Nothing persists between calls except the JSON `state` you pass in and get back. "+
-				"Use execute-persistent when you need variables, imports or files to live across calls; files written here are deleted with the sandbox. "+
-				outputNote(cfg),
-			object(map[string]any{
-				"code": code,
-				"state": map[string]any{"type": "object", "additionalProperties": true,
-					"description": "Variables to define before the code runs, as a JSON object of name to JSON value. Pass the `state` returned by the previous call to continue from it. Only JSON-serialisable values survive; the others are listed in dropped_state. " +
-						"Names must be Python identifiers that are not keywords, builtins (list, print, ...) or __dunder__ names."},
-				"timeout": timeout,
-			}, "code"),
-			runOutput(), annotations("Run Python (fresh sandbox)", false, false, false, false)),
-		tool(ToolExecutePersistent, "Run Python (persistent session)",
-			"Run Python code in a persistent session: variables, imports, functions and files in /workspace stay between calls. "+
-				"Leave session_id empty to create a session; its id comes back as session_id. Sessions expire after a period of inactivity; "+
-				"call cleanup-session when done. Files in /workspace are resources (sandbox://SESSION_ID/PATH, listed by resources/list). "+
-				outputNote(cfg),
-			object(map[string]any{
-				"code":       code,
-				"session_id": str("Session to run in; empty or absent creates a new session."),
-				"timeout":    timeout,
-			}, "code"),
-			runOutput(), annotations("Run Python (persistent session)", false, false, false, false)),
-		tool(ToolInstallPackage, "Install a Python package",
-			"Install a Python package into a session (or, without session_id, for your transient runs), from the operator's configured wheelhouse or index. "+
-				"The sandbox itself never gets network access. Subject to the operator's package policy. "+
-				"Dependencies are not installed automatically: install each one by name first. Only wheels are installed unless the operator allows source builds. "+
-				"In a session the package is importable in the next call, without a restart, unless the session already imported it: then restart_needed is true and a new session is needed to use the installed version.",
-			object(map[string]any{
-				"package_name": str("Package name as on PyPI, e.g. \"tabulate\". No URLs, paths or options."),
-				"version":      str("Optional version specifier, e.g. \"==0.9.0\" or \">=1.2,<2\"; a bare version such as \"0.9.0\" means ==0.9.0."),
-				"session_id":   str("Optional persistent session to install into."),
-			}, "package_name"),
-			object(map[string]any{
-				"package": str("The package name."), "version": str("Installed version."), "session_id": str("The session installed into; empty for transient runs."),
-				"output":         str("Installer output (capped)."),
-				"status":         str("ok, denied (see violations), invalid (bad name or version), not_found (not in the wheelhouse or index), error, timeout, unavailable."),
-				"message":        str("What happened, in one sentence."),
-				"restart_needed": map[string]any{"type": "boolean", "description": "The session had already imported this package, so its running interpreter keeps the old version: start a new session to use the installed one."},
-				"violations":     map[string]any{"type": "array", "items": violationSchema},
-			}, "status"),
-			annotations("Install a Python package", false, false, true, false)),
-		tool(ToolCleanupSession, "End a session",
-			"End a persistent session and delete its sandbox, variables and files.",
-			object(map[string]any{"session_id": str(sessionDescription)}, "session_id"),
-			object(map[string]any{"session_id": str(""), "removed": map[string]any{"type": "boolean"}}, "session_id", "removed"),
-			annotations("End a session", false, true, true, false)),
-		tool(ToolListSessions, "List my sessions",
-			"List your persistent sessions with their age, idle time and the time left before they expire.",
-			object(map[string]any{}),
-			object(map[string]any{"sessions": map[string]any{"type": "array", "items": object(map[string]any{
-				"session_id":         str(""),
-				"created":            str("RFC 3339 time."),
-				"last_used":          str("RFC 3339 time."),
-				"age_seconds":        map[string]any{"type": "number"},
-				"idle_seconds":       map[string]any{"type": "number"},
-				"expires_in_seconds": map[string]any{"type": "number"},
-				"busy":               map[string]any{"type": "boolean"},
-			}, "session_id", "created", "last_used", "age_seconds", "idle_seconds", "expires_in_seconds", "busy")}}, "sessions"),
-			annotations("List my sessions", true, false, true, false)),
-		tool(ToolReadFile, "Read a session file",
-			"Read a file from a session's /workspace. Text comes back as text, other files as base64.",
-			object(map[string]any{"session_id": str(sessionDescription), "path": str("Path relative to /workspace (or absolute under /workspace).")}, "session_id", "path"),
-			object(map[string]any{"path": str(""), "size": map[string]any{"type": "integer"}, "encoding": map[string]any{"type": "string", "enum": []string{"text", "base64"}}, "content": str(""), "uri": str("")}, "path", "size", "encoding", "content"),
-			annotations("Read a session file", true, false, true, false)),
-		tool(ToolWriteFile, "Write a session file",
-			"Write a file into a session's /workspace (creating directories as needed), e.g. data for the code to read.",
-			object(map[string]any{
-				"session_id": str(sessionDescription),
-				"path":       str("Path relative to /workspace (or absolute under /workspace)."),
-				"content":    str("File content, as text or base64 (see encoding)."),
-				"encoding":   map[string]any{"type": "string", "enum": []string{"text", "base64"}, "default": "text", "description": "How content is encoded."},
-			}, "session_id", "path", "content"),
-			object(map[string]any{"path": str(""), "size": map[string]any{"type": "integer"}, "uri": str("")}, "path", "size"),
-			annotations("Write a session file", false, true, true, false)),
-		tool(ToolListFiles, "List session files",
-			"List the files under a directory of a session's /workspace.",
-			object(map[string]any{"session_id": str(sessionDescription), "path": str("Directory relative to /workspace; default the top.")}, "session_id"),
-			object(map[string]any{"path": str(""), "files": map[string]any{"type": "array", "items": object(map[string]any{
-				"path": str(""), "size": map[string]any{"type": "integer"}, "dir": map[string]any{"type": "boolean"}, "modified": str(""), "uri": str(""),
-			}, "path", "size", "dir")}}, "path", "files"),
-			annotations("List session files", true, false, true, false)),
-	}
 }

@@ -61,7 +61,7 @@ func newArgValidator(tools []mcp.Tool) (*argValidator, error) {
 // with an isError result listing each problem; the handler never runs.
 func (v *argValidator) middleware(next server.ToolHandlerFunc) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		if problems := v.check(req.Params.Name, req.Params.Arguments); len(problems) > 0 {
+		if problems := v.check(req.Params.Name, req.GetRawArguments()); len(problems) > 0 {
 			msg := fmt.Sprintf("invalid arguments for %s, nothing was run:\n  %s", req.Params.Name, strings.Join(problems, "\n  "))
 			return mcp.NewToolResultError(msg), nil
 		}
@@ -81,7 +81,7 @@ func (v *argValidator) check(tool string, args any) []string {
 		raw = []byte("{}")
 	case json.RawMessage:
 		raw = a
-		if len(bytes.TrimSpace(raw)) == 0 {
+		if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
 			raw = []byte("{}")
 		}
 	default:
