@@ -17,8 +17,10 @@ func TestTimeoutTransient(t *testing.T) {
 	res := transient(t, e, Request{Code: "print('start')\nwhile True:\n    pass\n", Limits: Limits{Timeout: 2 * time.Second}})
 	took := time.Since(t0)
 	wantStatus(t, res, "timeout")
-	if took > 4*time.Second { // includes starting the sandbox
-		t.Errorf("infinite loop with a 2s timeout took %s, want within timeout + 2s", took)
+	// The bound only shows that the timer fired: it includes starting a
+	// sandbox on a shared machine, so it is generous.
+	if took > 2*time.Second+interruptGrace+15*time.Second {
+		t.Errorf("infinite loop with a 2s timeout took %s, want it stopped by the timer", took)
 	}
 	if res.Stdout != "start\n" || res.Error == nil || res.Error.Line < 2 || strings.Contains(res.Error.Traceback, "pdm-runner") {
 		t.Errorf("timeout keeps the output and says where it stopped: stdout %q error %+v", res.Stdout, res.Error)
