@@ -188,7 +188,7 @@ type Executor struct {
 	pool      *pool          // transient sandboxes
 	spool     *pool          // sandboxes for new sessions
 	bg        sync.WaitGroup // pool upkeep, creations, background removals
-	calls     atomic.Int64   // runs in progress (pools refill when none are)
+	calls     atomic.Int64   // runs in progress
 }
 
 // liveInstances are the executors of this process that are not closed: the
@@ -435,13 +435,23 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 	// An owner who installed packages needs a sandbox that mounts their
 	// package volume: pooled sandboxes have no owner, so it starts cold.
 	pkgs := e.ownerPackageVolume(req.Owner)
+	pooled := pkgs == "" && e.pool.fits(lim)
 	var sb *sandbox
-	if pkgs == "" {
-		sb = e.pool.take(lim)
+	if pooled {
+		sb = e.pool.take(lim, preloadable(req.Imports))
 	}
 	if sb == nil {
 		req.progress("starting a sandbox")
-		if sb, err = e.startWithin(ctx, sandboxMeta{Kind: KindTransient, Owner: req.Owner, Packages: pkgs}, lim, lim.Timeout); err != nil {
+		if pooled {
+			// Cold, no preload, raced against the pool's refills; the loser
+			// joins the pool, so it carries no owner label.
+			sb, err = e.pool.coldStart(ctx, func(sctx context.Context) (*sandbox, error) {
+				return e.startWithin(sctx, sandboxMeta{Kind: KindTransient}, lim, lim.Timeout)
+			})
+		} else {
+			sb, err = e.startWithin(ctx, sandboxMeta{Kind: KindTransient, Owner: req.Owner, Packages: pkgs}, lim, lim.Timeout)
+		}
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("start sandbox: %w", ctx.Err())
 			}
@@ -464,13 +474,7 @@ func (e *Executor) finish(sb *sandbox) {
 		return
 	}
 	_ = writeFrame(sb.conn.Conn, map[string]any{"op": "exit"})
-	e.mu.Lock()
-	closed := e.closed
-	if !closed {
-		e.bg.Add(1)
-	}
-	e.mu.Unlock()
-	if closed {
+	if !e.bgAdd() {
 		e.destroy(sb)
 		return
 	}
@@ -478,6 +482,17 @@ func (e *Executor) finish(sb *sandbox) {
 		defer e.bg.Done()
 		e.destroy(sb)
 	}()
+}
+
+// bgAdd counts a background job Close waits for; false once closed.
+func (e *Executor) bgAdd() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	e.bg.Add(1)
+	return true
 }
 
 // run sends one run request to a started sandbox.
