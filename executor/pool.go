@@ -186,14 +186,22 @@ func (p *pool) coldStart(ctx context.Context, start func(context.Context) (*sand
 		defer p.e.bg.Done()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startupTimeout)
 		sb, err := start(sctx)
-		cancel()
 		p.mu.Lock()
-		if p.dropWaiter(w) {
+		won := p.dropWaiter(w)
+		if won {
 			w.ch <- started{sb, err} // the cold start won
-		} else if err == nil {
-			p.donate(sb) // a refill served the call
 		}
 		p.mu.Unlock()
+		if !won && err == nil {
+			// A refill served the call: this one does the runner's
+			// warm-up run, as pooled ones do, and joins the pool.
+			if p.warm(sctx, sb) {
+				p.mu.Lock()
+				p.donate(sb)
+				p.mu.Unlock()
+			}
+		}
+		cancel()
 	}()
 	select {
 	case r := <-w.ch:
@@ -375,6 +383,17 @@ func (p *pool) fill(stop <-chan struct{}) {
 			p.signal()
 		}()
 	}
+}
+
+// warm does the runner's warm-up run (a preload of nothing) in a sandbox
+// nobody else holds; false (and the sandbox destroyed) if it failed.
+func (p *pool) warm(ctx context.Context, sb *sandbox) bool {
+	_, fail, err := p.e.roundTrip(ctx, sb, map[string]any{"op": "preload", "modules": []string{}}, startupTimeout, false)
+	if err != nil || fail != nil {
+		p.e.destroy(sb)
+		return false
+	}
+	return true
 }
 
 // create starts one sandbox, imports modules in it and does one empty run
