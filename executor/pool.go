@@ -56,6 +56,7 @@ type pool struct {
 	demand     demand
 	unloadable map[string]bool // modules whose preload failed: left out of classes
 	waiters    []*waiter       // calls that missed, racing a cold start against refills
+	drained    time.Time       // when a call last found the pool empty or left it empty
 	lastErr    string          // the last creation error, logged once
 	kick       chan struct{}
 }
@@ -157,11 +158,15 @@ func (p *pool) take(lim Limits, need []string) *sandbox {
 	for {
 		i := pick(p.idle, need)
 		if i < 0 {
+			p.drained = now
 			return nil // a miss: nothing warm
 		}
 		it := p.idle[i]
 		p.idle = slices.Delete(p.idle, i, i+1)
 		if p.usable(it, now) {
+			if len(p.idle) == 0 {
+				p.drained = now
+			}
 			p.hits.Add(1) // a hit
 			return it.sb
 		}
@@ -326,7 +331,7 @@ func (p *pool) prune() {
 func (p *pool) fill(stop <-chan struct{}) {
 	for {
 		p.mu.Lock()
-		_, want := nextClass(p.plan(time.Now()), p.idleByClass(), p.creating)
+		_, want := p.next()
 		p.mu.Unlock()
 		if !want {
 			return
@@ -339,7 +344,7 @@ func (p *pool) fill(stop <-chan struct{}) {
 			return // the budget is in use; the end of a creation kicks
 		}
 		p.mu.Lock()
-		class, want := nextClass(p.plan(time.Now()), p.idleByClass(), p.creating)
+		class, want := p.next()
 		if !want {
 			p.mu.Unlock()
 			<-p.slots
@@ -394,6 +399,13 @@ func (p *pool) warm(ctx context.Context, sb *sandbox) bool {
 		return false
 	}
 	return true
+}
+
+// next is the class the next refill makes, if any. p.mu is held.
+func (p *pool) next() (string, bool) {
+	now := time.Now()
+	pressed := p.learn && !p.drained.IsZero() && now.Sub(p.drained) < pressureFor
+	return nextClass(p.plan(now), p.idleByClass(), p.creating, pressed)
 }
 
 // create starts one sandbox, imports modules in it and does one empty run

@@ -34,6 +34,9 @@ const (
 	trimAfter = time.Minute
 	// initialCreate is the creation time assumed before one is measured.
 	initialCreate = time.Second
+	// pressureFor is how long after a call found the pool empty (or left
+	// it empty) refills favour count over fit.
+	pressureFor = 10 * time.Second
 )
 
 // arrival is one transient call the pool saw: when, and its class.
@@ -164,8 +167,31 @@ func (d *demand) plan(now time.Time) map[string]int {
 
 // nextClass picks the class the next refill makes: the one furthest below
 // its target (counting sandboxes waiting and being made), the cheaper one
-// (fewer modules) on a tie. ok is false when every class has enough.
-func nextClass(plan, idle, creating map[string]int) (class string, ok bool) {
+// (fewer modules) on a tie. Under pressure (calls recently found the pool
+// empty) the count matters more than the fit: while the pool is below its
+// total target, the cheapest class in the plan is made, as it is ready
+// soonest (a call in a sandbox without its modules imports them itself,
+// still sooner than in a cold one). ok is false when the pool has enough.
+func nextClass(plan, idle, creating map[string]int, pressed bool) (class string, ok bool) {
+	if pressed {
+		total, have := 0, 0
+		for c, want := range plan {
+			total += want
+			if !ok || cheaper(c, class) {
+				class, ok = c, true
+			}
+		}
+		for _, n := range idle {
+			have += n
+		}
+		for _, n := range creating {
+			have += n
+		}
+		if have < total {
+			return class, ok
+		}
+		return "", false
+	}
 	best := 0
 	for c, want := range plan {
 		short := want - idle[c] - creating[c]

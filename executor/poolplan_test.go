@@ -113,7 +113,29 @@ func TestNextClass(t *testing.T) {
 		{"all there", map[string]int{"": 3, sci: 2}, nil, "", false},
 		{"surplus elsewhere does not count", map[string]int{"": 9}, map[string]int{sci: 2}, "", false},
 	} {
-		got, ok := nextClass(plan, tc.idle, tc.creating)
+		got, ok := nextClass(plan, tc.idle, tc.creating, false)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: nextClass = %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// Under pressure the pool fills up with the cheapest class it plans for.
+func TestNextClassUnderPressure(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		plan           map[string]int
+		idle, creating map[string]int
+		want           string
+		ok             bool
+	}{
+		{"bare although scientific is further below", map[string]int{"": 2, sci: 6}, map[string]int{"": 2}, nil, "", true},
+		{"scientific only: scientific", map[string]int{sci: 4}, nil, nil, sci, true},
+		{"the smallest class planned", map[string]int{sci: 2, "numpy": 2}, nil, nil, "numpy", true},
+		{"full by count, whatever the classes", map[string]int{"": 2, sci: 2}, map[string]int{"": 3}, map[string]int{"": 1}, "", false},
+		{"nothing planned", map[string]int{}, nil, nil, "", false},
+	} {
+		got, ok := nextClass(tc.plan, tc.idle, tc.creating, true)
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("%s: nextClass = %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.ok)
 		}
