@@ -404,8 +404,14 @@ func (p *pool) warm(ctx context.Context, sb *sandbox) bool {
 // next is the class the next refill makes, if any. p.mu is held.
 func (p *pool) next() (string, bool) {
 	now := time.Now()
-	pressed := p.learn && !p.drained.IsZero() && now.Sub(p.drained) < pressureFor
-	return nextClass(p.plan(now), p.idleByClass(), p.creating, pressed)
+	plan := p.plan(now)
+	var urgent []string
+	if p.learn && !p.drained.IsZero() && now.Sub(p.drained) < pressureFor {
+		for _, c := range p.demand.latest(urgentOf) {
+			urgent = append(urgent, p.classOf(classModules(c)))
+		}
+	}
+	return nextClass(plan, p.idleByClass(), p.creating, urgent)
 }
 
 // create starts one sandbox, imports modules in it and does one empty run

@@ -37,6 +37,9 @@ const (
 	// pressureFor is how long after a call found the pool empty (or left
 	// it empty) refills favour count over fit.
 	pressureFor = 10 * time.Second
+	// urgentOf is how many of the latest arrivals name the classes made
+	// under pressure.
+	urgentOf = 4
 )
 
 // arrival is one transient call the pool saw: when, and its class.
@@ -168,18 +171,16 @@ func (d *demand) plan(now time.Time) map[string]int {
 // nextClass picks the class the next refill makes: the one furthest below
 // its target (counting sandboxes waiting and being made), the cheaper one
 // (fewer modules) on a tie. Under pressure (calls recently found the pool
-// empty) the count matters more than the fit: while the pool is below its
-// total target, the cheapest class in the plan is made, as it is ready
-// soonest (a call in a sandbox without its modules imports them itself,
-// still sooner than in a cold one). ok is false when the pool has enough.
-func nextClass(plan, idle, creating map[string]int, pressed bool) (class string, ok bool) {
-	if pressed {
+// empty; urgent are the classes of the latest calls) the count matters more
+// than the fit: while the pool is below its total target, the cheapest of
+// the urgent classes is made, as it is ready soonest (a call in a sandbox
+// without some of its modules imports them itself, still sooner than in a
+// cold one). ok is false when the pool has enough.
+func nextClass(plan, idle, creating map[string]int, urgent []string) (class string, ok bool) {
+	if len(urgent) > 0 {
 		total, have := 0, 0
-		for c, want := range plan {
+		for _, want := range plan {
 			total += want
-			if !ok || cheaper(c, class) {
-				class, ok = c, true
-			}
 		}
 		for _, n := range idle {
 			have += n
@@ -187,10 +188,15 @@ func nextClass(plan, idle, creating map[string]int, pressed bool) (class string,
 		for _, n := range creating {
 			have += n
 		}
-		if have < total {
-			return class, ok
+		if have >= total {
+			return "", false
 		}
-		return "", false
+		for _, c := range urgent {
+			if !ok || cheaper(c, class) {
+				class, ok = c, true
+			}
+		}
+		return class, ok
 	}
 	best := 0
 	for c, want := range plan {
@@ -203,6 +209,17 @@ func nextClass(plan, idle, creating map[string]int, pressed bool) (class string,
 		}
 	}
 	return class, ok
+}
+
+// latest returns the classes of the last n arrivals.
+func (d *demand) latest(n int) []string {
+	var out []string
+	for _, a := range d.arrivals[max(0, len(d.arrivals)-n):] {
+		if !slices.Contains(out, a.class) {
+			out = append(out, a.class)
+		}
+	}
+	return out
 }
 
 // cheaper orders classes by how many modules they preload, then by name.

@@ -113,32 +113,47 @@ func TestNextClass(t *testing.T) {
 		{"all there", map[string]int{"": 3, sci: 2}, nil, "", false},
 		{"surplus elsewhere does not count", map[string]int{"": 9}, map[string]int{sci: 2}, "", false},
 	} {
-		got, ok := nextClass(plan, tc.idle, tc.creating, false)
+		got, ok := nextClass(plan, tc.idle, tc.creating, nil)
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("%s: nextClass = %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.ok)
 		}
 	}
 }
 
-// Under pressure the pool fills up with the cheapest class it plans for.
+// Under pressure the pool fills up with the cheapest class the latest
+// calls needed.
 func TestNextClassUnderPressure(t *testing.T) {
 	for _, tc := range []struct {
 		name           string
 		plan           map[string]int
 		idle, creating map[string]int
+		urgent         []string
 		want           string
 		ok             bool
 	}{
-		{"bare although scientific is further below", map[string]int{"": 2, sci: 6}, map[string]int{"": 2}, nil, "", true},
-		{"scientific only: scientific", map[string]int{sci: 4}, nil, nil, sci, true},
-		{"the smallest class planned", map[string]int{sci: 2, "numpy": 2}, nil, nil, "numpy", true},
-		{"full by count, whatever the classes", map[string]int{"": 2, sci: 2}, map[string]int{"": 3}, map[string]int{"": 1}, "", false},
-		{"nothing planned", map[string]int{}, nil, nil, "", false},
+		{"bare although scientific is further below", map[string]int{"": 2, sci: 6}, map[string]int{"": 2}, nil, []string{sci, ""}, "", true},
+		{"scientific calls lately: scientific", map[string]int{"": 4, sci: 4}, nil, nil, []string{sci}, sci, true},
+		{"the smallest class of the latest calls", map[string]int{sci: 2, "numpy": 2}, nil, nil, []string{sci, "numpy"}, "numpy", true},
+		{"full by count, whatever the classes", map[string]int{"": 2, sci: 2}, map[string]int{"": 3}, map[string]int{"": 1}, []string{sci}, "", false},
+		{"nothing planned", map[string]int{}, nil, nil, []string{""}, "", false},
 	} {
-		got, ok := nextClass(tc.plan, tc.idle, tc.creating, true)
+		got, ok := nextClass(tc.plan, tc.idle, tc.creating, tc.urgent)
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("%s: nextClass = %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+func TestLatestClasses(t *testing.T) {
+	d := &demand{}
+	t0 := time.Unix(1_000_000, 0)
+	arrive(d, t0, 5, time.Second, sci)
+	arrive(d, t0.Add(time.Minute), 2, time.Second, "")
+	if diff := cmp.Diff([]string{sci, ""}, d.latest(4)); diff != "" {
+		t.Errorf("latest(4) (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{""}, d.latest(2)); diff != "" {
+		t.Errorf("latest(2) (-want +got):\n%s", diff)
 	}
 }
 
