@@ -435,14 +435,13 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 	// An owner who installed packages needs a sandbox that mounts their
 	// package volume: pooled sandboxes have no owner, so it starts cold.
 	pkgs := e.ownerPackageVolume(req.Owner)
-	pooled := pkgs == "" && e.pool.fits(lim)
 	var sb *sandbox
-	if pooled {
+	if pkgs == "" {
 		sb = e.pool.take(lim, preloadable(req.Imports))
 	}
 	if sb == nil {
 		req.progress("starting a sandbox")
-		if pooled {
+		if pkgs == "" && e.pool.fits(lim) {
 			// Cold, no preload, raced against the pool's refills; the loser
 			// joins the pool, so it carries no owner label.
 			sb, err = e.pool.coldStart(ctx, func(sctx context.Context) (*sandbox, error) {

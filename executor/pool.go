@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -48,7 +49,8 @@ type pool struct {
 	learn   bool          // classes and size follow demand (transient)
 	slots   chan struct{} // creation concurrency: the CPU budget
 
-	hits atomic.Int64 // calls served from the pool
+	hits   atomic.Int64 // calls served from the pool
+	misses atomic.Int64 // calls that found nothing warm (or other limits) and started cold
 
 	mu         sync.Mutex
 	idle       []pooled
@@ -147,7 +149,11 @@ func (p *pool) usable(it pooled, now time.Time) bool {
 // take hands out the live pooled sandbox that fits a call importing need
 // (preloadable modules) best, or nil. Every call is counted as demand.
 func (p *pool) take(lim Limits, need []string) *sandbox {
+	if p == nil {
+		return nil
+	}
 	if !p.fits(lim) {
+		p.misses.Add(1)
 		return nil // a miss: other limits than the pool's
 	}
 	p.mu.Lock()
@@ -159,6 +165,7 @@ func (p *pool) take(lim Limits, need []string) *sandbox {
 		i := pick(p.idle, need)
 		if i < 0 {
 			p.drained = now
+			p.misses.Add(1)
 			return nil // a miss: nothing warm
 		}
 		it := p.idle[i]
@@ -375,7 +382,9 @@ func (p *pool) fill(stop <-chan struct{}) {
 					repeat := err.Error() == p.lastErr
 					p.lastErr = err.Error()
 					p.mu.Unlock()
-					if !repeat {
+					// A missing image is the server's to report; the pool
+					// just retries.
+					if !repeat && !errors.Is(err, ErrImageMissing) {
 						p.e.log.Warn("pool: start sandbox (retrying every 5 s)", "kind", p.kind, "err", err)
 					}
 					// Back off so a missing image or a gone daemon does not spin.
