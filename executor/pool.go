@@ -365,7 +365,6 @@ func (p *pool) fill(stop <-chan struct{}) {
 			t0 := time.Now()
 			modules := classModules(class)
 			sb, err := p.create(modules)
-			<-p.slots
 			p.mu.Lock()
 			p.creating[class]--
 			if err == nil {
@@ -387,13 +386,15 @@ func (p *pool) fill(stop <-chan struct{}) {
 					if !repeat && !errors.Is(err, ErrImageMissing) {
 						p.e.log.Warn("pool: start sandbox (retrying every 5 s)", "kind", p.kind, "err", err)
 					}
-					// Back off so a missing image or a gone daemon does not spin.
+					// Back off, holding the slot, so a missing image or a
+					// gone daemon does not spin.
 					select {
 					case <-stop:
 					case <-time.After(5 * time.Second):
 					}
 				}
 			}
+			<-p.slots
 			p.signal()
 		}()
 	}
