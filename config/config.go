@@ -144,11 +144,18 @@ var SocketFamilies = []string{"unix", "inet", "inet6"}
 
 // Pool configures the warm pool of pre-started single-use sandboxes.
 type Pool struct {
-	Enabled                bool     `koanf:"enabled" json:"enabled"`
-	Size                   int      `koanf:"size" json:"size"`
+	Enabled bool `koanf:"enabled" json:"enabled"`
+	// Size is the floor: sandboxes kept ready when no calls come.
+	Size int `koanf:"size" json:"size"`
+	// MaxSize caps the transient pool when demand grows it past Size (a
+	// value below Size counts as Size).
+	MaxSize                int      `koanf:"max_size" json:"max_size"`
 	MaxAge                 Duration `koanf:"max_age" json:"max_age"`
 	MaxConcurrentCreations int      `koanf:"max_concurrent_creations" json:"max_concurrent_creations"`
-	// Preload are modules imported before a pooled sandbox waits for code.
+	// Preload are modules imported before a pooled sandbox waits for code:
+	// the persistent pool's sandboxes, and the transient pool's first
+	// guess before it has seen any call (then it follows the imports of
+	// recent calls).
 	Preload []string `koanf:"preload" json:"preload"`
 }
 
@@ -264,6 +271,7 @@ func Default() Config {
 		Pool: Pool{
 			Enabled:                true,
 			Size:                   2,
+			MaxSize:                8,
 			MaxAge:                 Duration(10 * time.Minute),
 			MaxConcurrentCreations: 2,
 			Preload:                []string{"numpy", "pandas", "matplotlib.pyplot"},

@@ -184,6 +184,8 @@ func TestBadInput(t *testing.T) {
 		{name: "metrics address", yaml: "server:\n  metrics_addr: \"9090\"\n", want: []string{"server.metrics_addr", `"9090"`, "HOST:PORT"}},
 		{name: "root user", yaml: "docker:\n  user: \"0:0\"\n", want: []string{"docker.user", "non-root"}},
 		{name: "kept output smaller than shown", yaml: "limits:\n  max_output_bytes: 1m\noutputs:\n  max_stream_bytes: 64k\n", want: []string{"outputs.max_stream_bytes", "at least limits.max_output_bytes (1048576 bytes)"}},
+		{name: "pool cap out of range", yaml: "pool:\n  max_size: 100\n", want: []string{"pool.max_size", "want 0 to 64"}},
+		{name: "bad env pool cap", env: []string{"PYTHON_DOCKER_MCP_POOL_MAX_SIZE=-1"}, want: []string{"pool.max_size", "want 0 to 64"}},
 		{name: "zero output ttl", yaml: "outputs:\n  ttl: 0s\n", want: []string{"outputs.ttl"}},
 		{name: "missing file", file: filepath.Join(dir, "nope.yaml"), want: []string{"nope.yaml", "does not exist"}},
 		{name: "directory", file: dir, want: []string{"is a directory"}},

@@ -621,6 +621,9 @@ func validate(c Config, source func(key string) string) Errors {
 	if c.Pool.Size < 0 || c.Pool.Size > 64 {
 		bad("pool.size", c.Pool.Size, "want 0 to 64")
 	}
+	if c.Pool.MaxSize < 0 || c.Pool.MaxSize > 64 {
+		bad("pool.max_size", c.Pool.MaxSize, "want 0 to 64")
+	}
 	if c.Pool.MaxConcurrentCreations < 1 {
 		bad("pool.max_concurrent_creations", c.Pool.MaxConcurrentCreations, "want 1 or more")
 	}

@@ -188,7 +188,7 @@ type Executor struct {
 	pool      *pool          // transient sandboxes
 	spool     *pool          // sandboxes for new sessions
 	bg        sync.WaitGroup // pool upkeep, creations, background removals
-	calls     atomic.Int64   // runs in progress (pools refill when none are)
+	calls     atomic.Int64   // runs in progress
 	counts    startCounters  // for Stats
 }
 
@@ -424,11 +424,20 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 	pkgs := e.ownerPackageVolume(req.Owner)
 	var sb *sandbox
 	if pkgs == "" {
-		sb = e.pool.take(lim)
+		sb = e.pool.take(lim, preloadable(req.Imports))
 	}
 	if sb == nil {
 		req.progress("starting a sandbox")
-		if sb, err = e.startWithin(ctx, sandboxMeta{Kind: KindTransient, Owner: req.Owner, Packages: pkgs}, lim, lim.Timeout); err != nil {
+		if pkgs == "" && e.pool.fits(lim) {
+			// Cold, no preload, raced against the pool's refills; the loser
+			// joins the pool, so it carries no owner label.
+			sb, err = e.pool.coldStart(ctx, func(sctx context.Context) (*sandbox, error) {
+				return e.startWithin(sctx, sandboxMeta{Kind: KindTransient}, lim, lim.Timeout)
+			})
+		} else {
+			sb, err = e.startWithin(ctx, sandboxMeta{Kind: KindTransient, Owner: req.Owner, Packages: pkgs}, lim, lim.Timeout)
+		}
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("start sandbox: %w", ctx.Err())
 			}
@@ -451,13 +460,7 @@ func (e *Executor) finish(sb *sandbox) {
 		return
 	}
 	_ = writeFrame(sb.conn.Conn, map[string]any{"op": "exit"})
-	e.mu.Lock()
-	closed := e.closed
-	if !closed {
-		e.bg.Add(1)
-	}
-	e.mu.Unlock()
-	if closed {
+	if !e.bgAdd() {
 		e.destroy(sb)
 		return
 	}
@@ -465,6 +468,17 @@ func (e *Executor) finish(sb *sandbox) {
 		defer e.bg.Done()
 		e.destroy(sb)
 	}()
+}
+
+// bgAdd counts a background job Close waits for; false once closed.
+func (e *Executor) bgAdd() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	e.bg.Add(1)
+	return true
 }
 
 // run sends one run request to a started sandbox.

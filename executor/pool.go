@@ -3,6 +3,8 @@ package executor
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,48 +12,70 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 )
 
-// pool keeps pre-started sandboxes of one kind: the runner waiting, the
-// configured modules imported. Each serves exactly one call and is then
-// destroyed; the pool refills in the background with at most
-// max_concurrent_creations creations at a time. Sandboxes older than
-// max_age, or dead (killed from outside), are replaced.
+// pool keeps pre-started sandboxes: the runner waiting, a preload class's
+// modules imported and one empty run done. Each serves exactly one call and
+// is then destroyed.
 //
-// The transient pool holds pool.size sandboxes; the persistent pool holds
-// one, labelled with the id of the session that will take it (pooled
-// sandboxes carry no owner label: the owner is not known yet).
+// The transient pool follows demand (see poolplan.go): it holds between
+// pool.size and pool.max_size sandboxes, as many as calls recently arrived
+// within one creation time of each other, split among the preload classes
+// recent calls needed (bare interpreter, the scientific stack, ...). A call
+// takes the warm sandbox that fits it best (pick). Refills run whenever the
+// pool is below its target, calls running or not, with at most
+// pool.max_concurrent_creations at a time: that is the pool's CPU budget
+// (a creation keeps about one core busy while it runs).
+//
+// A call that finds no warm sandbox starts a cold one at once (no preload:
+// it imports what it needs itself, and it waits for no refill slot) and
+// takes whichever is ready first, that cold sandbox or the next refill; the
+// other joins the pool. So a call never waits for a refill a cold start
+// would beat.
+//
+// The persistent pool holds pool.size (at most one) sandbox with
+// pool.preload imported, labelled with the id of the session that will take
+// it (pooled sandboxes carry no owner label: the owner is not known yet).
 //
 // Pooled sandboxes have the config's limits; a request with tighter memory,
-// CPUs or pids gets a cold sandbox, never a looser one. An empty pool means
-// a cold start: a refill takes as long as a cold start, so waiting for one
-// would not be faster.
-//
-// Refills wait while a call is running (up to refillDelay after the pool's
-// last hand-out): starting a container and importing the preload modules
-// costs a CPU-second, and on a small machine that would be taken from the
-// very call the pool is there to speed up.
+// CPUs or pids gets a cold sandbox, never a looser one. Sandboxes older
+// than pool.max_age, or dead (killed from outside), are replaced.
 type pool struct {
 	e       *Executor
 	kind    string // KindTransient, or KindPersistent: each sandbox labelled with a fresh session id
 	lim     Limits
-	size    int
+	size    int // the floor
+	maxSize int
 	maxAge  time.Duration
-	preload []string
-	slots   chan struct{} // creation concurrency
+	preload []string      // the persistent pool's class; the transient pool's seed
+	learn   bool          // classes and size follow demand (transient)
+	slots   chan struct{} // creation concurrency: the CPU budget
 
 	hits   atomic.Int64 // calls served from the pool
-	misses atomic.Int64 // calls that found it empty (or other limits) and started cold
+	misses atomic.Int64 // calls that found nothing warm (or other limits) and started cold
 
-	mu       sync.Mutex
-	idle     []pooled
-	lastTake time.Time
-	creating int
-	lastErr  string // the last creation error, logged once
-	kick     chan struct{}
+	mu         sync.Mutex
+	idle       []pooled
+	creating   map[string]int // by class
+	demand     demand
+	unloadable map[string]bool // modules whose preload failed: left out of classes
+	waiters    []*waiter       // calls that missed, racing a cold start against refills
+	drained    time.Time       // when a call last found the pool empty or left it empty
+	lastErr    string          // the last creation error, logged once
+	kick       chan struct{}
 }
 
 type pooled struct {
-	sb   *sandbox
-	born time.Time
+	sb      *sandbox
+	born    time.Time
+	modules []string // its class's modules, imported
+}
+
+// waiter is a call that missed: it gets exactly one result, its own cold
+// start's or a refill's, whichever comes first.
+type waiter struct{ ch chan started }
+
+type started struct {
+	sb  *sandbox
+	err error
 }
 
 func newPool(e *Executor, cfg config.Pool, kind string, size int) *pool {
@@ -63,47 +87,181 @@ func newPool(e *Executor, cfg config.Pool, kind string, size int) *pool {
 	if n <= 0 {
 		n = 1
 	}
-	return &pool{
-		e:       e,
-		kind:    kind,
-		lim:     lim,
-		size:    size,
-		maxAge:  cfg.MaxAge.D(),
-		preload: cfg.Preload,
-		slots:   make(chan struct{}, n),
-		kick:    make(chan struct{}, 1),
+	p := &pool{
+		e:          e,
+		kind:       kind,
+		lim:        lim,
+		size:       size,
+		maxSize:    size,
+		maxAge:     cfg.MaxAge.D(),
+		preload:    cfg.Preload,
+		slots:      make(chan struct{}, n),
+		creating:   map[string]int{},
+		unloadable: map[string]bool{},
+		kick:       make(chan struct{}, 1),
 	}
+	if kind == KindTransient {
+		p.learn = true
+		p.maxSize = max(size, cfg.MaxSize)
+	}
+	p.demand = demand{floor: p.size, max: p.maxSize, seed: classKey(cfg.Preload)}
+	return p
 }
 
 // fits says whether a pooled sandbox has exactly the resource limits asked
 // for (the timeout is per call).
 func (p *pool) fits(lim Limits) bool {
-	return lim.Memory == p.lim.Memory && lim.CPUs == p.lim.CPUs && lim.Pids == p.lim.Pids
+	return p != nil && lim.Memory == p.lim.Memory && lim.CPUs == p.lim.CPUs && lim.Pids == p.lim.Pids
 }
 
-// take hands out a live pooled sandbox, or nil.
-func (p *pool) take(lim Limits) *sandbox {
+// classOf is the class a call importing need would be best served by:
+// need without the modules that cannot be preloaded.
+func (p *pool) classOf(need []string) string {
+	var m []string
+	for _, x := range need {
+		if !p.unloadable[x] {
+			m = append(m, x)
+		}
+	}
+	return classKey(m)
+}
+
+// plan is the number of sandboxes of each class the pool wants now.
+func (p *pool) plan(now time.Time) map[string]int {
+	if !p.learn {
+		return map[string]int{classKey(p.preload): p.size}
+	}
+	plan := map[string]int{}
+	for c, n := range p.demand.plan(now) {
+		if len(p.unloadable) > 0 {
+			c = p.classOf(classModules(c))
+		}
+		plan[c] += n
+	}
+	return plan
+}
+
+// usable says an idle sandbox can still serve a call.
+func (p *pool) usable(it pooled, now time.Time) bool {
+	return it.sb.alive() && (p.maxAge <= 0 || now.Sub(it.born) < p.maxAge)
+}
+
+// take hands out the live pooled sandbox that fits a call importing need
+// (preloadable modules) best, or nil. Every call is counted as demand.
+func (p *pool) take(lim Limits, need []string) *sandbox {
 	if p == nil {
 		return nil
 	}
 	if !p.fits(lim) {
 		p.misses.Add(1)
-		return nil
+		return nil // a miss: other limits than the pool's
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.lastTake = time.Now()
-	for len(p.idle) > 0 {
-		it := p.idle[0]
-		p.idle = p.idle[1:]
-		if it.sb.alive() && (p.maxAge <= 0 || time.Since(it.born) < p.maxAge) {
-			p.hits.Add(1)
+	now := time.Now()
+	p.demand.record(now, p.classOf(need))
+	p.signal() // the pool may want more now
+	for {
+		i := pick(p.idle, need)
+		if i < 0 {
+			p.drained = now
+			p.misses.Add(1)
+			return nil // a miss: nothing warm
+		}
+		it := p.idle[i]
+		p.idle = slices.Delete(p.idle, i, i+1)
+		if p.usable(it, now) {
+			if len(p.idle) == 0 {
+				p.drained = now
+			}
+			p.hits.Add(1) // a hit
 			return it.sb
 		}
 		go p.e.destroy(it.sb)
 	}
-	p.misses.Add(1)
-	return nil
+}
+
+// coldStart serves a call the pool missed (limits fit, nothing warm): it
+// starts a sandbox for the call at once with start and takes it or the
+// pool's next refill, whichever is ready first; the other joins the pool.
+// start must make a sandbox fit for the pool (no owner, the pool's
+// limits). The start runs on even if ctx ends (its sandbox joins the pool).
+func (p *pool) coldStart(ctx context.Context, start func(context.Context) (*sandbox, error)) (*sandbox, error) {
+	if !p.e.bgAdd() {
+		return nil, ErrClosed
+	}
+	w := &waiter{ch: make(chan started, 1)}
+	p.mu.Lock()
+	p.waiters = append(p.waiters, w)
+	p.mu.Unlock()
+	go func() {
+		defer p.e.bg.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startupTimeout)
+		sb, err := start(sctx)
+		p.mu.Lock()
+		won := p.dropWaiter(w)
+		if won {
+			w.ch <- started{sb, err} // the cold start won
+		}
+		p.mu.Unlock()
+		if !won && err == nil {
+			// A refill served the call: this one does the runner's
+			// warm-up run, as pooled ones do, and joins the pool.
+			if p.warm(sctx, sb) {
+				p.mu.Lock()
+				p.donate(sb)
+				p.mu.Unlock()
+			}
+		}
+		cancel()
+	}()
+	select {
+	case r := <-w.ch:
+		return r.sb, r.err
+	case <-ctx.Done():
+		p.mu.Lock()
+		if !p.dropWaiter(w) {
+			// Served meanwhile: the sandbox is unused, back to the pool.
+			if r := <-w.ch; r.err == nil {
+				p.donate(r.sb)
+			}
+		}
+		p.mu.Unlock()
+		return nil, ctx.Err()
+	}
+}
+
+// dropWaiter removes w from the waiters; false if it was served already.
+// p.mu is held.
+func (p *pool) dropWaiter(w *waiter) bool {
+	i := slices.Index(p.waiters, w)
+	if i < 0 {
+		return false
+	}
+	p.waiters = slices.Delete(p.waiters, i, i+1)
+	return true
+}
+
+// deliver hands a new sandbox to the first waiting call, or keeps it.
+// p.mu is held.
+func (p *pool) deliver(it pooled) {
+	if len(p.waiters) > 0 {
+		w := p.waiters[0]
+		p.waiters = p.waiters[1:]
+		w.ch <- started{sb: it.sb}
+		return
+	}
+	p.idle = append(p.idle, it)
+}
+
+// donate keeps an unused cold-started sandbox as a bare one, unless the
+// pool is full. p.mu is held.
+func (p *pool) donate(sb *sandbox) {
+	if len(p.idle) >= p.maxSize {
+		go p.e.destroy(sb)
+		return
+	}
+	p.deliver(pooled{sb: sb, born: time.Now()})
 }
 
 // idleCount is the number of sandboxes waiting in the pool.
@@ -116,6 +274,15 @@ func (p *pool) idleCount() int {
 	return len(p.idle)
 }
 
+// idleByClass counts waiting sandboxes by class. p.mu is held.
+func (p *pool) idleByClass() map[string]int {
+	n := map[string]int{}
+	for _, it := range p.idle {
+		n[classKey(it.modules)]++
+	}
+	return n
+}
+
 func (p *pool) signal() {
 	if p == nil {
 		return
@@ -126,7 +293,7 @@ func (p *pool) signal() {
 	}
 }
 
-// run keeps the pool full until the executor stops.
+// run keeps the pool at its target until the executor stops.
 func (p *pool) run(stop <-chan struct{}) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -142,58 +309,67 @@ func (p *pool) run(stop <-chan struct{}) {
 	}
 }
 
-// prune drops dead and stale sandboxes.
+// prune drops dead and stale sandboxes, and those beyond their class's
+// target that have waited trimAfter (demand went away), newest kept.
 func (p *pool) prune() {
 	p.mu.Lock()
-	keep := p.idle[:0]
-	for _, it := range p.idle {
-		if it.sb.alive() && (p.maxAge <= 0 || time.Since(it.born) < p.maxAge) {
+	defer p.mu.Unlock()
+	now := time.Now()
+	plan := p.plan(now)
+	kept := map[string]int{}
+	keep := make([]pooled, 0, len(p.idle))
+	for i := len(p.idle) - 1; i >= 0; i-- {
+		it := p.idle[i]
+		c := classKey(it.modules)
+		surplus := kept[c] >= plan[c] && now.Sub(it.born) >= trimAfter
+		if p.usable(it, now) && !surplus {
 			keep = append(keep, it)
+			kept[c]++
 		} else {
 			go p.e.destroy(it.sb)
 		}
 	}
+	slices.Reverse(keep)
 	p.idle = keep
-	p.mu.Unlock()
 }
 
-// refillDelay bounds how long a refill waits for running calls to end.
-const refillDelay = 2 * time.Second
-
-// fill starts creations until idle + creating reaches the pool size, unless
-// calls are running and the pool handed out a sandbox less than refillDelay
-// ago (the end of each call, and a 1 s ticker, try again).
+// fill starts refills while the pool is below its target and a creation
+// slot is free.
 func (p *pool) fill(stop <-chan struct{}) {
 	for {
 		p.mu.Lock()
-		short := p.size - len(p.idle) - p.creating
-		if short > 0 && p.e.calls.Load() > 0 && time.Since(p.lastTake) < refillDelay {
-			p.mu.Unlock()
-			return
-		}
-		if short <= 0 {
-			p.mu.Unlock()
-			return
-		}
-		p.creating++
+		_, want := p.next()
 		p.mu.Unlock()
+		if !want {
+			return
+		}
 		select {
 		case p.slots <- struct{}{}:
 		case <-stop:
-			p.mu.Lock()
-			p.creating--
+			return
+		default:
+			return // the budget is in use; the end of a creation kicks
+		}
+		p.mu.Lock()
+		class, want := p.next()
+		if !want {
 			p.mu.Unlock()
+			<-p.slots
 			return
 		}
+		p.creating[class]++
+		p.mu.Unlock()
 		p.e.bg.Add(1)
 		go func() {
 			defer p.e.bg.Done()
-			defer func() { <-p.slots }()
-			sb, err := p.create()
+			t0 := time.Now()
+			modules := classModules(class)
+			sb, err := p.create(modules)
 			p.mu.Lock()
-			p.creating--
+			p.creating[class]--
 			if err == nil {
-				p.idle = append(p.idle, pooled{sb: sb, born: time.Now()})
+				p.demand.created(time.Since(t0))
+				p.deliver(pooled{sb: sb, born: time.Now(), modules: modules})
 				p.lastErr = ""
 			}
 			p.mu.Unlock()
@@ -205,25 +381,52 @@ func (p *pool) fill(stop <-chan struct{}) {
 					repeat := err.Error() == p.lastErr
 					p.lastErr = err.Error()
 					p.mu.Unlock()
-					// A missing image is the server's to report (once, with
-					// the text tool results carry); the pool just retries.
+					// A missing image is the server's to report; the pool
+					// just retries.
 					if !repeat && !errors.Is(err, ErrImageMissing) {
 						p.e.log.Warn("pool: start sandbox (retrying every 5 s)", "kind", p.kind, "err", err)
 					}
-					// Back off so a missing image or a gone daemon does not spin.
+					// Back off, holding the slot, so a missing image or a
+					// gone daemon does not spin.
 					select {
 					case <-stop:
 					case <-time.After(5 * time.Second):
 					}
 				}
 			}
+			<-p.slots
 			p.signal()
 		}()
 	}
 }
 
-// create starts one sandbox and imports the preload modules in it.
-func (p *pool) create() (*sandbox, error) {
+// warm does the runner's warm-up run (a preload of nothing) in a sandbox
+// nobody else holds; false (and the sandbox destroyed) if it failed.
+func (p *pool) warm(ctx context.Context, sb *sandbox) bool {
+	_, fail, err := p.e.roundTrip(ctx, sb, map[string]any{"op": "preload", "modules": []string{}}, startupTimeout, false, preloadReplyLimit)
+	if err != nil || fail != nil {
+		p.e.destroy(sb)
+		return false
+	}
+	return true
+}
+
+// next is the class the next refill makes, if any. p.mu is held.
+func (p *pool) next() (string, bool) {
+	now := time.Now()
+	plan := p.plan(now)
+	var urgent []string
+	if p.learn && !p.drained.IsZero() && now.Sub(p.drained) < pressureFor {
+		for _, c := range p.demand.latest(urgentOf) {
+			urgent = append(urgent, p.classOf(classModules(c)))
+		}
+	}
+	return nextClass(plan, p.idleByClass(), p.creating, urgent)
+}
+
+// create starts one sandbox, imports modules in it and does one empty run
+// (the runner's preload op), so its one call pays neither.
+func (p *pool) create(modules []string) (*sandbox, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
 	defer cancel()
 	meta := sandboxMeta{Kind: p.kind}
@@ -235,19 +438,38 @@ func (p *pool) create() (*sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(p.preload) > 0 {
-		resp, fail, err := p.e.roundTrip(ctx, sb, map[string]any{"op": "preload", "modules": p.preload}, startupTimeout, false, preloadReplyLimit)
-		switch {
-		case err != nil:
-			p.e.destroy(sb)
-			return nil, err
-		case fail != nil:
-			return nil, &poolError{fail.reason}
-		case len(resp.Failed) > 0:
-			p.e.log.Warn("pool: preload failed", "modules", resp.Failed)
+	resp, fail, err := p.e.roundTrip(ctx, sb, map[string]any{"op": "preload", "modules": orEmpty(modules)}, startupTimeout, false, preloadReplyLimit)
+	switch {
+	case err != nil:
+		p.e.destroy(sb)
+		return nil, err
+	case fail != nil:
+		return nil, &poolError{fail.reason}
+	case len(resp.Failed) > 0:
+		// Learned classes guess that `from M import n` names a submodule;
+		// a wrong guess is only remembered. The operator's list is warned of.
+		var configured []string
+		p.mu.Lock()
+		for _, f := range resp.Failed {
+			name, _, _ := strings.Cut(f, ":")
+			if !p.unloadable[name] && slices.Contains(p.preload, name) {
+				configured = append(configured, f)
+			}
+			p.unloadable[name] = true
+		}
+		p.mu.Unlock()
+		if len(configured) > 0 {
+			p.e.log.Warn("pool: preload failed", "modules", configured)
 		}
 	}
 	return sb, nil
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 type poolError struct{ msg string }

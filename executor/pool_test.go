@@ -2,12 +2,16 @@ package executor
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/client"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
 
 func poolExec(t *testing.T, size int, preload ...string) (*Executor, *client.Client) {
@@ -141,5 +145,122 @@ func TestPoolSession(t *testing.T) {
 	}
 	if n := ourContainers(t, cli, LabelSession+"="+id); n != 0 {
 		t.Errorf("%d containers of the cleaned-up session, want 0", n)
+	}
+}
+
+// waitIdle waits up to two minutes for the transient pool to hold at least
+// want sandboxes of each class.
+func waitIdle(t *testing.T, p *pool, want map[string]int) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		p.mu.Lock()
+		have := p.idleByClass()
+		p.mu.Unlock()
+		ok := true
+		for c, n := range want {
+			ok = ok && have[c] >= n
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pool holds %v after two minutes, want at least %v", have, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A call goes to the sandbox warmed for what it imports: print(1) to the
+// bare interpreter, pandas to the one with pandas imported.
+func TestPoolRoutesByImports(t *testing.T) {
+	e, _ := newExec(t, func(c *config.Config) {
+		c.Pool = config.Pool{Enabled: true, Size: 2, MaxSize: 2, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 2, Preload: []string{"numpy", "pandas"}}
+	})
+	waitIdle(t, e.pool, map[string]int{"": 1, "numpy,pandas": 1})
+	check := "import sys\n[m for m in ('numpy', 'pandas') if m in sys.modules]"
+	res := transient(t, e, Request{Code: "print(1)\n" + check, Imports: imports("sys", 2)})
+	wantStatus(t, res, "ok")
+	if res.Stdout != "1\n" || res.Result == nil || *res.Result != "[]" {
+		t.Errorf("print(1) ran in a sandbox with %v imported (stdout %q), want the bare one", res.Result, res.Stdout)
+	}
+	code := "import sys\nwarm = 'pandas' in sys.modules\nimport pandas as pd\nprint(pd.DataFrame({'v': [1, 2]}).v.sum(), warm)"
+	res = transient(t, e, Request{Code: code, Imports: []analyze.Import{{Module: "sys", Line: 1}, {Module: "pandas", Alias: "pd", Line: 3}}})
+	wantStatus(t, res, "ok")
+	if res.Stdout != "3 True\n" {
+		t.Errorf("pandas call printed %q, want %q (pandas imported before the call)", res.Stdout, "3 True\n")
+	}
+	if h := e.pool.hits.Load(); h != 2 {
+		t.Errorf("%d of 2 calls served from the pool", h)
+	}
+}
+
+// Bursts are served, the pool grows to the burst's size (up to
+// pool.max_size) so the next burst is served warm, and nothing is left
+// behind.
+func TestPoolBursts(t *testing.T) {
+	e, cli := newExec(t, func(c *config.Config) {
+		c.Pool = config.Pool{Enabled: true, Size: 1, MaxSize: 6, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 2}
+	})
+	waitPoolFull(t, e)
+	burst := func(n int) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := e.Transient(tctx(t, 2*time.Minute), Request{Code: fmt.Sprintf("print(%d)", i)})
+				switch {
+				case err != nil:
+					errs <- err
+				case res.Status != "ok" || res.Stdout != fmt.Sprintf("%d\n", i):
+					errs <- fmt.Errorf("call %d: status %s, stdout %q, error %+v", i, res.Status, res.Stdout, res.Error)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	}
+	burst(8) // more than the pool holds or may hold: cold starts race refills
+	waitIdle(t, e.pool, map[string]int{"": 6})
+	if n := e.pool.idleCount(); n > 6 {
+		t.Errorf("pool holds %d sandboxes, over pool.max_size 6", n)
+	}
+	before := e.pool.hits.Load()
+	burst(6)
+	if got := e.pool.hits.Load() - before; got != 6 {
+		t.Errorf("%d of a burst of 6 served from the grown pool, want 6", got)
+	}
+	if err := e.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := ourContainers(t, cli, LabelInstance+"="+e.instance); n != 0 {
+		t.Errorf("%d containers after Close, want 0", n)
+	}
+}
+
+// A call that misses and is cancelled while starting leaves nothing behind:
+// its cold start joins the pool and Close removes it.
+func TestPoolMissCancelled(t *testing.T) {
+	e, cli := newExec(t, func(c *config.Config) {
+		c.Pool = config.Pool{Enabled: true, Size: 1, MaxSize: 1, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 1}
+	})
+	waitPoolFull(t, e)
+	transient(t, e, Request{Code: "1"}) // empties the pool
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := e.Transient(ctx, Request{Code: "1"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled call: err = %v, want context.Canceled", err)
+	}
+	if err := e.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := ourContainers(t, cli, LabelInstance+"="+e.instance); n != 0 {
+		t.Errorf("%d containers after Close, want 0", n)
 	}
 }

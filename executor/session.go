@@ -250,7 +250,7 @@ func (e *Executor) Persistent(ctx context.Context, sessionID string, req Request
 	defer e.release(s, true)
 
 	if sessionID == "" {
-		if sb := e.spool.take(s.lim); sb != nil {
+		if sb := e.spool.take(s.lim, nil); sb != nil {
 			e.adopt(s, sb)
 		}
 	}

@@ -43,9 +43,11 @@ const (
 	scDockerRun  = "docker-run" // docker run --rm of both snippets
 	scThroughput = "throughput" // calls/s of transient print(1) at each concurrency
 	scMemory     = "memory"     // docker stats of the idle sandboxes
+	scCost       = "cost"       // CPU and wall time of one fresh sandbox, phase by phase
+	scBurst      = "burst"      // bursts of transient print(1) issued at once
 )
 
-var allScenarios = []string{scTransient, scPandas, scPersistent, scDockerRun, scThroughput, scMemory}
+var allScenarios = []string{scCost, scTransient, scPandas, scPersistent, scDockerRun, scBurst, scThroughput, scMemory}
 
 // The code the bench runs. pandasCode's expected output is the sum of v for
 // k == 0: 0 + 10 + ... + 990.
@@ -57,8 +59,11 @@ const (
 	maxBaseline = 30 // docker run baseline runs when -baseline-n is not given
 )
 
-// Goals from the warm-pool issue.
+// Goals from the warm-pool issue, then from the capacity one.
 const (
+	goalBackToBackRatio = 5.0
+	goalSustainedShare  = 0.7
+
 	goalTransientP50MS   = 10.0
 	goalPrintRatio       = 20.0
 	goalPandasRatio      = 50.0
@@ -74,7 +79,11 @@ type benchOptions struct {
 	Interval    time.Duration // pause between calls of the latency scenarios
 	Warmup      int           // uncounted calls before each latency scenario
 	JSON        bool
-	Scenarios   []string // in allScenarios order
+	Scenarios   []string      // in allScenarios order
+	CostN       int           // fresh sandboxes measured per cost row
+	BurstSizes  []int         // calls issued at once
+	Bursts      int           // bursts per size
+	BurstPause  time.Duration // pause before each burst
 }
 
 func (o benchOptions) has(s string) bool { return slices.Contains(o.Scenarios, s) }
@@ -100,6 +109,10 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 	fs.DurationVar(&o.Interval, "interval", 0, "pause between calls of the latency scenarios (0: back to back)")
 	fs.IntVar(&o.Warmup, "warmup", 3, "uncounted calls before each latency scenario")
 	fs.BoolVar(&o.JSON, "json", false, "print the report as JSON")
+	fs.IntVar(&o.CostN, "cost-n", 5, "fresh sandboxes measured per cost row")
+	bursts := fs.String("burst-sizes", "8,16", "comma-separated numbers of calls issued at once in the burst scenario")
+	fs.IntVar(&o.Bursts, "bursts", 5, "bursts per size")
+	fs.DurationVar(&o.BurstPause, "burst-pause", 5*time.Second, "pause before each burst")
 	scen := fs.String("scenarios", "all", "comma-separated scenarios: all or "+strings.Join(allScenarios, ","))
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -125,8 +138,17 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 	if o.Interval < 0 {
 		return o, fmt.Errorf("-interval must not be negative, got %v", o.Interval)
 	}
+	if o.CostN < 1 || o.Bursts < 1 {
+		return o, fmt.Errorf("-cost-n and -bursts must be at least 1, got %d and %d", o.CostN, o.Bursts)
+	}
+	if o.BurstPause < 0 {
+		return o, fmt.Errorf("-burst-pause must not be negative, got %v", o.BurstPause)
+	}
 	var err error
-	if o.Concurrency, err = parseConcurrency(*conc); err != nil {
+	if o.Concurrency, err = parseCounts("-concurrency", *conc); err != nil {
+		return o, err
+	}
+	if o.BurstSizes, err = parseCounts("-burst-sizes", *bursts); err != nil {
 		return o, err
 	}
 	if o.Scenarios, err = parseScenarios(*scen); err != nil {
@@ -135,16 +157,17 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 	return o, nil
 }
 
-func parseConcurrency(s string) ([]int, error) {
+// parseCounts parses the comma-separated positive counts of flag name.
+func parseCounts(name, s string) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		c, err := strconv.Atoi(f)
 		if err != nil || c < 1 {
-			return nil, fmt.Errorf("-concurrency: %q is not a positive integer (want e.g. 1,4,16)", f)
+			return nil, fmt.Errorf("%s: %q is not a positive integer (want e.g. 1,4,16)", name, f)
 		}
 		if c > 256 {
-			return nil, fmt.Errorf("-concurrency: %d is over the maximum of 256", c)
+			return nil, fmt.Errorf("%s: %d is over the maximum of 256", name, c)
 		}
 		if !slices.Contains(out, c) {
 			out = append(out, c)
@@ -275,6 +298,8 @@ type benchReport struct {
 	CodeMS      map[string]latency `json:"code_ms"`     // duration_ms reported by the runner, by scenario key
 	Throughput  []throughputLevel  `json:"throughput"`  // one per concurrency level
 	Memory      []memoryKind       `json:"memory"`      // per sandbox kind
+	Cost        []costClass        `json:"cost"`        // per kind of fresh sandbox
+	Bursts      []burstLevel       `json:"bursts"`      // per burst size
 	Goals       []goal             `json:"goals"`       // the warm-pool issue's goals
 	Notes       []string           `json:"notes"`       // how things were measured
 	LeftBehind  int                `json:"left_behind"` // this run's containers still present after the server exited
@@ -390,6 +415,10 @@ func printBenchUsage(w io.Writer) {
 		{"-interval D", "0", "pause between calls of the latency scenarios"},
 		{"-warmup N", "3", "uncounted calls before each latency scenario"},
 		{"-scenarios LIST", "all", strings.Join(allScenarios, ",")},
+		{"-cost-n N", "5", "fresh sandboxes measured per cost row"},
+		{"-burst-sizes LIST", "8,16", "calls issued at once per burst"},
+		{"-bursts N", "5", "bursts per size"},
+		{"-burst-pause D", "5s", "pause before each burst"},
 		{"-json", "", "print the report as JSON"},
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -433,7 +462,12 @@ func (b *bencher) run(ctx context.Context) (rep *benchReport, err error) {
 	if err := b.preflight(ctx, rep); err != nil {
 		return nil, err
 	}
-	needServer := slices.ContainsFunc(b.opts.Scenarios, func(s string) bool { return s != scDockerRun })
+	if b.opts.has(scCost) { // before the server: nothing of ours runs meanwhile
+		if err := b.costScenario(ctx, rep); err != nil {
+			return rep, err
+		}
+	}
+	needServer := slices.ContainsFunc(b.opts.Scenarios, func(s string) bool { return s != scDockerRun && s != scCost })
 	if needServer {
 		if err := b.startServer(ctx); err != nil {
 			return nil, err
@@ -474,6 +508,11 @@ func (b *bencher) run(ctx context.Context) (rep *benchReport, err error) {
 	}
 	if b.opts.has(scDockerRun) {
 		if err := b.dockerRunScenario(ctx, rep); err != nil {
+			return rep, err
+		}
+	}
+	if b.opts.has(scBurst) {
+		if err := b.burstScenario(ctx, rep); err != nil {
 			return rep, err
 		}
 	}
@@ -925,7 +964,7 @@ func (b *bencher) memoryScenario(ctx context.Context, rep *benchReport) error {
 		mk := memoryKind{Kind: k, Count: len(v), MeanMiB: l.Mean, MinMiB: l.Min, MaxMiB: l.Max}
 		switch k {
 		case "transient":
-			mk.Comments = "idle pooled sandboxes (runner waiting, preload imported)"
+			mk.Comments = "the idle transient pool (runner waiting, its classes' modules imported)"
 		case "persistent":
 			mk.Comments = "the bench's idle session (after print(1))"
 		}
@@ -965,6 +1004,14 @@ func ratio(a, b float64) float64 {
 	return a / b
 }
 
+func p95(rep *benchReport, key string) float64 {
+	l, ok := rep.Latency[key]
+	if !ok {
+		return math.NaN()
+	}
+	return l.P95
+}
+
 func p50(rep *benchReport, key string) float64 {
 	l, ok := rep.Latency[key]
 	if !ok {
@@ -989,6 +1036,11 @@ func goals(rep *benchReport) []goal {
 		mk("docker run p50 / transient print(1) p50", ">= 20x", "x", ratio(p50(rep, keyDockerPrint), p50(rep, keyTransient)), func(v float64) bool { return v >= goalPrintRatio }),
 		mk("docker run p50 / transient pandas p50", ">= 50x", "x", ratio(p50(rep, keyDockerPd), p50(rep, keyPandas)), func(v float64) bool { return v >= goalPandasRatio }),
 		mk("persistent overhead p50 (latency - duration_ms)", "<= 2 ms", "ms", p50(rep, keyOverhead), func(v float64) bool { return v <= goalPersistentOverMS }),
+		mk("back to back: docker run p50 / transient print(1) p50", ">= 5x", "x", ratio(p50(rep, keyDockerPrint), p50(rep, keyTransient)), func(v float64) bool { return v >= goalBackToBackRatio }),
+		mk("back to back: transient print(1) p95 / docker run p95", "<= 1x", "x", ratio(p95(rep, keyTransient), p95(rep, keyDockerPrint)), func(v float64) bool { return v <= 1 }),
+		mk("back to back: docker run p50 / transient pandas p50", ">= 5x", "x", ratio(p50(rep, keyDockerPd), p50(rep, keyPandas)), func(v float64) bool { return v >= goalBackToBackRatio }),
+		mk("bursts of 8: p95 / docker run print(1) p50", "< 1x", "x", ratio(burstP95(rep, 8), p50(rep, keyDockerPrint)), func(v float64) bool { return v < 1 }),
+		mk("sustained calls/s / measured ceiling", ">= 0.7", "", ratio(sustained(rep), ceiling(rep)), func(v float64) bool { return v >= goalSustainedShare }),
 	}
 }
 
@@ -1004,8 +1056,8 @@ func fmtMS(v float64) string {
 
 func printReport(w io.Writer, rep *benchReport) {
 	fmt.Fprintf(w, "python-docker-mcp bench  %s\n", rep.Started.Format(time.RFC3339))
-	fmt.Fprintf(w, "image %s, docker %s, %d CPUs, pool enabled=%v size=%d preload=%s\n",
-		rep.Image, rep.DockerVer, rep.CPUs, rep.Pool.Enabled, rep.Pool.Size, strings.Join(rep.Pool.Preload, ","))
+	fmt.Fprintf(w, "image %s, docker %s, %d CPUs, pool enabled=%v size=%d max_size=%d max_concurrent_creations=%d preload=%s\n",
+		rep.Image, rep.DockerVer, rep.CPUs, rep.Pool.Enabled, rep.Pool.Size, rep.Pool.MaxSize, rep.Pool.MaxConcurrentCreations, strings.Join(rep.Pool.Preload, ","))
 	if rep.LoadStart != "" {
 		fmt.Fprintf(w, "load average (1 min) at start %s, at end %s\n", rep.LoadStart, rep.LoadEnd)
 	}
@@ -1044,6 +1096,8 @@ func printReport(w io.Writer, rep *benchReport) {
 		}
 	}
 
+	printCapacity(w, rep)
+
 	if len(rep.Throughput) > 0 {
 		rows := [][]string{{"throughput, transient print(1)", "calls", "errors", "seconds", "calls/s", "p50 ms", "p99 ms"}}
 		for _, t := range rep.Throughput {
@@ -1055,10 +1109,10 @@ func printReport(w io.Writer, rep *benchReport) {
 	}
 
 	if len(rep.Memory) > 0 {
-		rows := [][]string{{"memory per idle sandbox", "count", "mean MiB", "min", "max"}}
+		rows := [][]string{{"memory per idle sandbox", "count", "mean MiB", "min", "max", "total MiB"}}
 		for _, m := range rep.Memory {
 			rows = append(rows, []string{m.Kind + ": " + m.Comments, strconv.Itoa(m.Count),
-				fmt.Sprintf("%.1f", m.MeanMiB), fmt.Sprintf("%.1f", m.MinMiB), fmt.Sprintf("%.1f", m.MaxMiB)})
+				fmt.Sprintf("%.1f", m.MeanMiB), fmt.Sprintf("%.1f", m.MinMiB), fmt.Sprintf("%.1f", m.MaxMiB), fmt.Sprintf("%.1f", m.MeanMiB*float64(m.Count))})
 		}
 		writeTable(w, rows)
 		fmt.Fprintln(w)

@@ -73,6 +73,7 @@ func TestParseBenchArgs(t *testing.T) {
 	defaults := benchOptions{
 		N: 200, BaselineN: 30, Concurrency: []int{1, 4, 16}, Duration: 10 * time.Second,
 		Warmup: 3, Scenarios: allScenarios,
+		CostN: 5, BurstSizes: []int{8, 16}, Bursts: 5, BurstPause: 5 * time.Second,
 	}
 	tests := []struct {
 		args []string
@@ -94,6 +95,11 @@ func TestParseBenchArgs(t *testing.T) {
 			return o
 		}()},
 		{[]string{"-scenarios", "docker-run,all"}, defaults},
+		{[]string{"-burst-sizes", "4,32", "-bursts", "2", "-burst-pause", "0s", "-cost-n", "1"}, func() benchOptions {
+			o := defaults
+			o.BurstSizes, o.Bursts, o.BurstPause, o.CostN = []int{4, 32}, 2, 0, 1
+			return o
+		}()},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -119,6 +125,8 @@ func TestParseBenchArgsErrors(t *testing.T) {
 		{[]string{"-concurrency", "1000"}, "over the maximum of 256"},
 		{[]string{"-scenarios", "transient,nope"}, `unknown scenario "nope"`},
 		{[]string{"-duration", "0s"}, "-duration must be positive"},
+		{[]string{"-bursts", "0"}, "-bursts must be at least 1"},
+		{[]string{"-burst-sizes", "8,x"}, `-burst-sizes: "x" is not a positive integer`},
 		{[]string{"-interval", "-1s"}, "-interval must not be negative"},
 		{[]string{"-baseline-n", "-2"}, "-baseline-n must not be negative"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
@@ -187,11 +195,15 @@ func TestServerArgs(t *testing.T) {
 
 func TestGoals(t *testing.T) {
 	rep := &benchReport{Latency: map[string]latency{
-		keyTransient:   {P50: 8},
-		keyDockerPrint: {P50: 240},
+		keyTransient:   {P50: 8, P95: 500},
+		keyDockerPrint: {P50: 240, P95: 400},
 		keyPandas:      {P50: 30},
 		keyDockerPd:    {P50: 1200},
-	}}
+	},
+		Bursts:     []burstLevel{{Size: 16, Latency: latency{P95: 900}}, {Size: 8, Latency: latency{P95: 200}}},
+		Cost:       []costClass{{Ceiling: 4}, {Ceiling: 1}},
+		Throughput: []throughputLevel{{CallsPerSec: 2}, {CallsPerSec: 3}},
+	}
 	got := goals(rep)
 	type verdict struct {
 		Measured *float64
@@ -199,7 +211,8 @@ func TestGoals(t *testing.T) {
 	}
 	f := func(v float64) *float64 { return &v }
 	b := func(v bool) *bool { return &v }
-	want := []verdict{{f(8), b(true)}, {f(30), b(true)}, {f(40), b(false)}, {nil, nil}}
+	want := []verdict{{f(8), b(true)}, {f(30), b(true)}, {f(40), b(false)}, {nil, nil},
+		{f(30), b(true)}, {f(1.25), b(false)}, {f(40), b(true)}, {f(0.83), b(true)}, {f(0.75), b(true)}}
 	var gotV []verdict
 	for _, g := range got {
 		gotV = append(gotV, verdict{g.Measured, g.Met})

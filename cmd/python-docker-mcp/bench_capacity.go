@@ -1,0 +1,334 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/python-docker-mcp/python-docker-mcp/executor"
+)
+
+// The capacity scenarios: what one fresh sandbox costs this machine (cost),
+// and how bursts of calls issued at once are served (burst).
+
+// costClass is what one kind of fresh sandbox costs, phase by phase.
+type costClass struct {
+	Class  string      `json:"class"`
+	N      int         `json:"n"`
+	Phases []costPhase `json:"phases"`
+	// WallMS is the p50 of the whole life; CPUSeconds the mean CPU time
+	// of the whole life (daemons and container); Ceiling = CPUs /
+	// CPUSeconds, the fresh sandboxes per second this machine can make.
+	WallMS     float64 `json:"wall_p50_ms"`
+	CPUSeconds float64 `json:"cpu_s"`
+	Ceiling    float64 `json:"ceiling_per_s"`
+}
+
+type costPhase struct {
+	Name      string  `json:"name"`
+	WallP50MS float64 `json:"wall_p50_ms"`
+	CPUMeanMS float64 `json:"cpu_mean_ms"`
+}
+
+// burstLevel is one burst size, repeated.
+type burstLevel struct {
+	Size    int `json:"size"`
+	Repeats int `json:"repeats"`
+	Errors  int `json:"errors"`
+	// Latency is over every call; Later over the bursts after the first
+	// (the pool has seen a burst of this size).
+	Latency latency `json:"latency"`
+	Later   latency `json:"later"`
+	// CallsPerSec is calls / the time from a burst's start to its last
+	// answer, summed over the bursts.
+	CallsPerSec float64 `json:"calls_per_s"`
+}
+
+// daemonProcs are the processes (by /proc comm) whose CPU time a sandbox
+// costs besides its own: the Docker daemon, containerd, the container's
+// shim and the runc it runs (reaped by the shim: counted in its cutime).
+var daemonProcs = map[string]bool{"dockerd": true, "containerd": true, "containerd-shim": true, "runc": true}
+
+// cpuMeter sums the CPU time of the Docker daemons' processes and of one
+// container's cgroup. A process that exits keeps its last reading.
+type cpuMeter struct {
+	procs map[int]time.Duration
+	cg    map[string]time.Duration
+}
+
+func newCPUMeter() *cpuMeter {
+	return &cpuMeter{procs: map[int]time.Duration{}, cg: map[string]time.Duration{}}
+}
+
+// clockTick is USER_HZ, 100 on every Linux the bench runs on.
+const clockTick = 10 * time.Millisecond
+
+// sample returns the daemons' CPU time plus container id's (cgroup v1
+// cpuacct or cgroup v2 cpu.stat), both since the meter's first look.
+func (m *cpuMeter) sample(id string) time.Duration {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || end < open || !daemonProcs[s[open+1:end]] {
+			continue
+		}
+		f := strings.Fields(s[end+1:])
+		if len(f) < 15 {
+			continue
+		}
+		var ticks int64
+		for _, i := range []int{11, 12, 13, 14} { // utime stime cutime cstime
+			v, _ := strconv.ParseInt(f[i], 10, 64)
+			ticks += v
+		}
+		m.procs[pid] = time.Duration(ticks) * clockTick
+	}
+	var total time.Duration
+	for _, v := range m.procs {
+		total += v
+	}
+	if id != "" {
+		if v, ok := cgroupCPU(id); ok {
+			m.cg[id] = v
+		}
+		total += m.cg[id]
+	}
+	return total
+}
+
+// cgroupCPU reads a container's CPU time from its cgroup.
+func cgroupCPU(id string) (time.Duration, bool) {
+	for _, p := range []string{
+		"/sys/fs/cgroup/cpuacct/docker/" + id + "/cpuacct.usage",
+		"/sys/fs/cgroup/cpu,cpuacct/docker/" + id + "/cpuacct.usage",
+		"/sys/fs/cgroup/system.slice/docker-" + id + ".scope/cpuacct.usage",
+	} {
+		if b, err := os.ReadFile(p); err == nil {
+			if v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
+				return time.Duration(v), true
+			}
+		}
+	}
+	for _, p := range []string{"/sys/fs/cgroup/system.slice/docker-" + id + ".scope/cpu.stat", "/sys/fs/cgroup/docker/" + id + "/cpu.stat"} {
+		if b, err := os.ReadFile(p); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+					n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+					return time.Duration(n) * time.Microsecond, true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+// costScenario lives through fresh sandboxes one at a time, before the
+// server starts (nothing of ours runs meanwhile): cold (what a call that
+// misses the pool starts), pooled bare (with the runner's warm-up run),
+// and pooled with pool.preload imported.
+func (b *bencher) costScenario(ctx context.Context, rep *benchReport) error {
+	cfg := b.cfg
+	cfg.Pool.Enabled = false
+	ex, err := executor.New(ctx, cfg)
+	if err != nil {
+		return benchFail(exitDocker, "cost: %v", err)
+	}
+	defer ex.Close(context.Background())
+	classes := []struct {
+		name    string
+		preload bool
+		modules []string
+	}{
+		{"cold (no preload)", false, nil},
+		{"pooled bare (warm-up run)", true, nil},
+		{"pooled " + strings.Join(b.cfg.Pool.Preload, ","), true, b.cfg.Pool.Preload},
+	}
+	meter := newCPUMeter()
+	for _, c := range classes {
+		b.logf("cost: %s, %d sandboxes one at a time", c.name, b.opts.CostN)
+		walls := map[string][]float64{}
+		cpus := map[string][]float64{}
+		var names []string
+		var totalWall, totalCPU []float64
+		for range b.opts.CostN + 1 { // the first is a warm-up
+			ph, err := ex.MeasureSandbox(ctx, c.modules, c.preload, meter.sample)
+			if err != nil {
+				return benchFail(exitDocker, "cost: %s: %v", c.name, err)
+			}
+			if names == nil {
+				for _, p := range ph {
+					names = append(names, p.Name)
+				}
+				continue
+			}
+			var w, cp float64
+			for _, p := range ph {
+				walls[p.Name] = append(walls[p.Name], ms(p.Wall))
+				cpus[p.Name] = append(cpus[p.Name], ms(p.CPU))
+				w += ms(p.Wall)
+				cp += ms(p.CPU)
+			}
+			totalWall = append(totalWall, w)
+			totalCPU = append(totalCPU, cp)
+		}
+		cc := costClass{Class: c.name, N: b.opts.CostN, WallMS: summarize(totalWall).P50, CPUSeconds: summarize(totalCPU).Mean / 1000}
+		for _, n := range names {
+			cc.Phases = append(cc.Phases, costPhase{Name: n, WallP50MS: summarize(walls[n]).P50, CPUMeanMS: summarize(cpus[n]).Mean})
+		}
+		if cc.CPUSeconds > 0 {
+			cc.Ceiling = float64(runtime.NumCPU()) / cc.CPUSeconds
+		}
+		rep.Cost = append(rep.Cost, cc)
+	}
+	rep.Notes = append(rep.Notes, fmt.Sprintf("cost: %d sandboxes per row one at a time (after 1 warm-up), before the server starts; CPU = utime+stime+cutime+cstime of dockerd, containerd, containerd-shim and runc (/proc/PID/stat) plus the container's cgroup CPU; other work on the machine running at the same time in those daemons counts too; ceiling = %d CPUs / CPU-s per sandbox", b.opts.CostN, runtime.NumCPU()))
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// burstScenario issues bursts of transient print(1) calls at once, each
+// size repeated, with a pause between bursts.
+func (b *bencher) burstScenario(ctx context.Context, rep *benchReport) error {
+	args := map[string]any{"code": printCode}
+	for _, size := range b.opts.BurstSizes {
+		lvl := burstLevel{Size: size, Repeats: b.opts.Bursts}
+		var all, later []float64
+		var busy time.Duration
+		for r := range b.opts.Bursts {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(b.opts.BurstPause):
+			}
+			b.logf("burst: %d calls at once (%d of %d)", size, r+1, b.opts.Bursts)
+			var (
+				mu       sync.Mutex
+				wg       sync.WaitGroup
+				firstErr error
+			)
+			t0 := time.Now()
+			for range size {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					v, _, _, err := b.call(ctx, "execute-transient", args, printWant)
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil {
+						lvl.Errors++
+						if firstErr == nil {
+							firstErr = err
+						}
+						return
+					}
+					all = append(all, v)
+					if r > 0 {
+						later = append(later, v)
+					}
+				}()
+			}
+			wg.Wait()
+			busy += time.Since(t0)
+			if firstErr != nil {
+				b.logf("burst: %d calls failed; first: %v", lvl.Errors, firstErr)
+			}
+		}
+		lvl.Latency, lvl.Later = summarize(all), summarize(later)
+		lvl.Latency.Errors = lvl.Errors
+		if busy > 0 {
+			lvl.CallsPerSec = float64(len(all)) / busy.Seconds()
+		}
+		rep.Bursts = append(rep.Bursts, lvl)
+	}
+	rep.Notes = append(rep.Notes, fmt.Sprintf("burst: N execute-transient print(1) calls issued at once over the one stdio session, %d times per size, %v pause before each burst; \"later\" leaves out each size's first burst", b.opts.Bursts, b.opts.BurstPause))
+	return nil
+}
+
+// ceiling is the machine's fresh sandboxes per second: the cold row of
+// the cost scenario (the cheapest sandbox that can serve a call), NaN when
+// not measured.
+func ceiling(rep *benchReport) float64 {
+	for _, c := range rep.Cost {
+		if c.Ceiling > 0 {
+			return c.Ceiling
+		}
+	}
+	return math.NaN()
+}
+
+// sustained is the best calls/s of the throughput scenario.
+func sustained(rep *benchReport) float64 {
+	v := math.NaN()
+	for _, t := range rep.Throughput {
+		if math.IsNaN(v) || t.CallsPerSec > v {
+			v = t.CallsPerSec
+		}
+	}
+	return v
+}
+
+func printCapacity(w io.Writer, rep *benchReport) {
+	if len(rep.Cost) > 0 {
+		phases := []string{"create", "attach", "start", "ready", "preload", "remove"}
+		head := []string{"cost per fresh sandbox", "n"}
+		for _, p := range phases {
+			head = append(head, p)
+		}
+		rows := [][]string{append(head, "wall p50 ms", "CPU s", "ceiling/s")}
+		for _, c := range rep.Cost {
+			row := []string{c.Class, strconv.Itoa(c.N)}
+			for _, name := range phases {
+				cell := "-"
+				for _, p := range c.Phases {
+					if p.Name == name {
+						cell = fmtMS(p.WallP50MS) + "/" + fmtMS(p.CPUMeanMS)
+					}
+				}
+				row = append(row, cell)
+			}
+			rows = append(rows, append(row, fmtMS(c.WallMS), fmt.Sprintf("%.3f", c.CPUSeconds), fmt.Sprintf("%.2f", c.Ceiling)))
+		}
+		writeTable(w, rows)
+		fmt.Fprintln(w, "(phase cells: wall p50 ms / mean CPU ms; CPU s: whole life, daemons + container; ceiling: CPUs / CPU s)")
+		fmt.Fprintln(w)
+	}
+	if len(rep.Bursts) > 0 {
+		rows := [][]string{{"bursts, transient print(1)", "calls", "errors", "p50", "p95", "max", "later p50", "later p95", "calls/s"}}
+		for _, l := range rep.Bursts {
+			rows = append(rows, []string{fmt.Sprintf("%d at once x%d", l.Size, l.Repeats), strconv.Itoa(l.Latency.N), strconv.Itoa(l.Errors),
+				fmtMS(l.Latency.P50), fmtMS(l.Latency.P95), fmtMS(l.Latency.Max), fmtMS(l.Later.P50), fmtMS(l.Later.P95), fmt.Sprintf("%.2f", l.CallsPerSec)})
+		}
+		writeTable(w, rows)
+		fmt.Fprintln(w)
+	}
+	if c, s := ceiling(rep), sustained(rep); !math.IsNaN(c) && !math.IsNaN(s) {
+		fmt.Fprintf(w, "sustained transient calls/s %.2f = %.0f%% of the measured ceiling of %.2f fresh sandboxes/s\n\n", s, 100*s/c, c)
+	}
+}
+
+// burstP95 is the p95 of every call of bursts of size, NaN if not run.
+func burstP95(rep *benchReport, size int) float64 {
+	for _, l := range rep.Bursts {
+		if l.Size == size {
+			return l.Latency.P95
+		}
+	}
+	return math.NaN()
+}

@@ -1,0 +1,128 @@
+package executor
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+)
+
+// Phase is one step of a sandbox's life as MeasureSandbox saw it.
+type Phase struct {
+	// Name is create, attach, start (the API call), ready (the runner's
+	// ready frame), preload (the preload op), or remove.
+	Name string
+	Wall time.Duration
+	// CPU is the growth of what the caller's cpu function reports across
+	// the step.
+	CPU time.Duration
+}
+
+// MeasureSandbox lives through one sandbox step by step with the Docker
+// calls the executor makes for a sandbox (create, attach, start, the
+// runner's ready frame, with preload the preload op importing modules, and
+// forced removal) and returns each step's wall time and the CPU time that
+// cpu reports across it. cpu gets the container's id ("" before it
+// exists) and decides what to count (the Docker daemons, the container's
+// cgroup). The container has the config's limits and this executor's
+// labels and is removed whatever happens. For `python-docker-mcp bench`;
+// safe for concurrent use, but measure one at a time for clean figures.
+func (e *Executor) MeasureSandbox(ctx context.Context, modules []string, preload bool, cpu func(id string) time.Duration) (phases []Phase, err error) {
+	lim, err := resolveLimits(e.cfg.Docker, Limits{})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	defer cancel()
+	meta := sandboxMeta{Kind: KindTransient, Instance: e.instance, PID: e.pid, Host: e.host, Created: time.Now()}
+	cfg, host := containerSpec(e.cfg.Docker, lim, meta)
+	id := ""
+	last, t := cpu(""), time.Now()
+	mark := func(name string) {
+		now, c := time.Now(), cpu(id)
+		phases = append(phases, Phase{Name: name, Wall: now.Sub(t), CPU: c - last})
+		t, last = now, c
+	}
+	created, err := e.docker.ContainerCreate(context.WithoutCancel(ctx), client.ContainerCreateOptions{Config: cfg, HostConfig: host})
+	if err != nil {
+		return nil, e.dockerErr("create sandbox", err)
+	}
+	sb := &sandbox{id: created.ID, meta: meta, quit: make(chan struct{})}
+	if !e.track(sb) {
+		e.removeContainer(sb.id)
+		return nil, ErrClosed
+	}
+	id = sb.id
+	removed := false
+	defer func() {
+		if !removed {
+			e.destroy(sb)
+		}
+	}()
+	mark("create")
+	att, err := e.docker.ContainerAttach(ctx, id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	if err != nil {
+		return nil, e.dockerErr("attach sandbox", err)
+	}
+	defer att.HijackedResponse.Close()
+	stop := context.AfterFunc(ctx, func() { att.HijackedResponse.Close() })
+	defer stop()
+	mark("attach")
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := stdcopy.StdCopy(pw, io.Discard, att.HijackedResponse.Reader)
+		pw.CloseWithError(errors.Join(err, io.EOF))
+	}()
+	if _, err := e.docker.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
+		return nil, e.dockerErr("start sandbox", err)
+	}
+	mark("start")
+	var ready struct {
+		Op string `json:"op"`
+	}
+	if err := readCostFrame(pr, &ready); err != nil || ready.Op != "ready" {
+		return nil, fmt.Errorf("start sandbox: no ready frame from the runner (%v, op %q)", err, ready.Op)
+	}
+	mark("ready")
+	if preload {
+		req := map[string]any{"op": "preload", "id": 1, "nonce": randomHex(16), "modules": orEmpty(modules)}
+		if err := writeFrame(att.HijackedResponse.Conn, req); err != nil {
+			return nil, fmt.Errorf("preload: %w", err)
+		}
+		var resp struct {
+			Status string   `json:"status"`
+			Failed []string `json:"failed"`
+		}
+		if err := readCostFrame(pr, &resp); err != nil || resp.Status != "ok" || len(resp.Failed) > 0 {
+			return nil, fmt.Errorf("preload %v: status %q, failed %v, %v", modules, resp.Status, resp.Failed, err)
+		}
+		mark("preload")
+	}
+	removed = true
+	e.destroy(sb)
+	mark("remove")
+	return phases, nil
+}
+
+// readCostFrame reads one frame (at most 1 MiB) into v.
+func readCostFrame(r io.Reader, v any) error {
+	var head [4]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return err
+	}
+	n := binary.BigEndian.Uint32(head[:])
+	if n > 1<<20 {
+		return fmt.Errorf("a frame of %d bytes", n)
+	}
+	data := make([]byte, n)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return err
+	}
+	return json.Unmarshal(data, v)
+}

@@ -1,0 +1,212 @@
+package executor
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
+)
+
+const sci = "numpy,pandas"
+
+// arrive records n calls of class, gap apart, starting at t; it returns the
+// time of the last.
+func arrive(d *demand, t time.Time, n int, gap time.Duration, class string) time.Time {
+	for i := range n {
+		if i > 0 {
+			t = t.Add(gap)
+		}
+		d.record(t, class)
+	}
+	return t
+}
+
+func TestPlanBeforeAnyCall(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	for _, tc := range []struct {
+		floor int
+		seed  string
+		want  map[string]int
+	}{
+		{2, sci, map[string]int{"": 1, sci: 1}},
+		{3, sci, map[string]int{"": 2, sci: 1}},
+		{1, sci, map[string]int{"": 1}}, // one sandbox: the cheapest class
+		{2, "", map[string]int{"": 2}},
+		{0, sci, map[string]int{}},
+	} {
+		d := &demand{floor: tc.floor, max: 8, seed: tc.seed}
+		if diff := cmp.Diff(tc.want, d.plan(now)); diff != "" {
+			t.Errorf("floor %d seed %q: plan (-want +got):\n%s", tc.floor, tc.seed, diff)
+		}
+	}
+}
+
+func TestPlanGrowsWithBurstsAndDecays(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	d := &demand{floor: 2, max: 8}
+	d.created(time.Second)
+	last := arrive(d, t0, 6, 10*time.Millisecond, "") // a burst of 6
+	if got := d.plan(last)[""]; got != 6 {
+		t.Errorf("after a burst of 6: %d bare sandboxes planned, want 6", got)
+	}
+	last = arrive(d, last.Add(30*time.Second), 16, time.Millisecond, "") // a burst of 16
+	if got := d.plan(last)[""]; got != 8 {
+		t.Errorf("after a burst of 16: %d planned, want the cap 8", got)
+	}
+	// Spaced calls (one per 2 s, creation 1 s) need no more than the floor,
+	// once the bursts are older than the window.
+	late := last.Add(demandWindow + time.Second)
+	last = arrive(d, late, 10, 2*time.Second, "")
+	if got := d.plan(last)[""]; got != 2 {
+		t.Errorf("spaced calls after the window: %d planned, want the floor 2", got)
+	}
+	// Calls back to back at 4/s with 1 s creations: 4 in flight.
+	last = arrive(d, last.Add(time.Second), 20, 250*time.Millisecond, "")
+	if got := d.plan(last)[""]; got != 4 {
+		t.Errorf("4 calls/s, 1 s creations: %d planned, want 4", got)
+	}
+	// A slower machine needs more for the same rate.
+	d.create = 2 * time.Second
+	if got := d.plan(last)[""]; got != 8 {
+		t.Errorf("4 calls/s, 2 s creations: %d planned, want 8", got)
+	}
+	if got := d.plan(last.Add(demandWindow + time.Second)); !cmp.Equal(got, map[string]int{"": 2}) {
+		t.Errorf("idle past the window: plan %v, want the floor of bare sandboxes", got)
+	}
+}
+
+func TestPlanSharesClassesByRecentCalls(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	d := &demand{floor: 4, max: 8, seed: sci}
+	d.created(time.Second)
+	// Spaced calls, 3 bare for 1 scientific: the floor of 4 splits 3:1.
+	last := t0
+	for range 4 {
+		last = arrive(d, last.Add(3*time.Second), 3, 3*time.Second, "")
+		last = arrive(d, last.Add(3*time.Second), 1, 0, sci)
+	}
+	if diff := cmp.Diff(map[string]int{"": 3, sci: 1}, d.plan(last)); diff != "" {
+		t.Errorf("3:1 demand (-want +got):\n%s", diff)
+	}
+	// Only scientific calls lately: the bare class is dropped.
+	last = arrive(d, last.Add(3*time.Second), shareOf, 3*time.Second, sci)
+	if diff := cmp.Diff(map[string]int{sci: 4}, d.plan(last)); diff != "" {
+		t.Errorf("scientific only (-want +got):\n%s", diff)
+	}
+}
+
+func TestNextClass(t *testing.T) {
+	plan := map[string]int{"": 3, sci: 2}
+	for _, tc := range []struct {
+		name           string
+		idle, creating map[string]int
+		want           string
+		ok             bool
+	}{
+		{"empty: the class furthest below", nil, nil, "", true},
+		{"bare full", map[string]int{"": 3}, nil, sci, true},
+		{"tie goes to the cheaper class", map[string]int{"": 1}, nil, "", true},
+		{"tie, other way round", map[string]int{"": 2}, map[string]int{sci: 1}, "", true},
+		{"counting creations", map[string]int{"": 2}, map[string]int{"": 1, sci: 1}, sci, true},
+		{"all there", map[string]int{"": 3, sci: 2}, nil, "", false},
+		{"surplus elsewhere does not count", map[string]int{"": 9}, map[string]int{sci: 2}, "", false},
+	} {
+		got, ok := nextClass(plan, tc.idle, tc.creating, nil)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: nextClass = %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// Under pressure the pool fills up with the cheapest class the latest
+// calls needed.
+func TestNextClassUnderPressure(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		plan           map[string]int
+		idle, creating map[string]int
+		urgent         []string
+		want           string
+		ok             bool
+	}{
+		{"bare although scientific is further below", map[string]int{"": 2, sci: 6}, map[string]int{"": 2}, nil, []string{sci, ""}, "", true},
+		{"scientific calls lately: scientific", map[string]int{"": 4, sci: 4}, nil, nil, []string{sci}, sci, true},
+		{"the smallest class of the latest calls", map[string]int{sci: 2, "numpy": 2}, nil, nil, []string{sci, "numpy"}, "numpy", true},
+		{"full by count, whatever the classes", map[string]int{"": 2, sci: 2}, map[string]int{"": 3}, map[string]int{"": 1}, []string{sci}, "", false},
+		{"nothing planned", map[string]int{}, nil, nil, []string{""}, "", false},
+	} {
+		got, ok := nextClass(tc.plan, tc.idle, tc.creating, tc.urgent)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: nextClass = %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestLatestClasses(t *testing.T) {
+	d := &demand{}
+	t0 := time.Unix(1_000_000, 0)
+	arrive(d, t0, 5, time.Second, sci)
+	arrive(d, t0.Add(time.Minute), 2, time.Second, "")
+	if diff := cmp.Diff([]string{sci, ""}, d.latest(4)); diff != "" {
+		t.Errorf("latest(4) (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{""}, d.latest(2)); diff != "" {
+		t.Errorf("latest(2) (-want +got):\n%s", diff)
+	}
+}
+
+func TestPreloadable(t *testing.T) {
+	imps := []analyze.Import{
+		{Module: "os"}, {Module: "json"},
+		{Module: "pandas", Alias: "pd"},
+		{Module: "matplotlib", From: true, Names: []analyze.Alias{{Name: "pyplot", AsName: "plt"}}},
+		{Module: "numpy.linalg"},
+		{Module: "", Level: 1, From: true, Names: []analyze.Alias{{Name: "x"}}},
+		{Module: "scipy", From: true, Names: []analyze.Alias{{Name: "*"}}},
+		{Module: "pandas"},
+	}
+	want := []string{"matplotlib", "matplotlib.pyplot", "numpy.linalg", "pandas", "scipy"}
+	if diff := cmp.Diff(want, preloadable(imps)); diff != "" {
+		t.Errorf("preloadable (-want +got):\n%s", diff)
+	}
+	if got := preloadable([]analyze.Import{{Module: "sys"}}); got != nil {
+		t.Errorf("standard library only: %v, want nothing", got)
+	}
+}
+
+func TestPickRoutesToTheCheapestFit(t *testing.T) {
+	bare := pooled{}
+	sciSB := pooled{modules: []string{"matplotlib.pyplot", "numpy", "pandas"}}
+	np := pooled{modules: []string{"numpy"}}
+	for _, tc := range []struct {
+		name string
+		idle []pooled
+		need []string
+		want int
+	}{
+		{"print(1) takes the bare one", []pooled{sciSB, bare}, nil, 1},
+		{"print(1) takes what there is", []pooled{sciSB}, nil, 0},
+		{"pandas takes the scientific one", []pooled{bare, sciSB}, []string{"pandas"}, 1},
+		{"pyplot via its package", []pooled{bare, sciSB}, []string{"matplotlib"}, 1},
+		{"numpy takes the smallest class with numpy", []pooled{sciSB, np, bare}, []string{"numpy"}, 1},
+		{"the most coverage wins over a smaller class", []pooled{np, sciSB}, []string{"numpy", "pandas"}, 1},
+		{"an unknown module: the cheapest", []pooled{sciSB, bare}, []string{"sympy"}, 1},
+		{"oldest first among equals", []pooled{bare, bare}, nil, 0},
+		{"empty", nil, nil, -1},
+	} {
+		if got := pick(tc.idle, tc.need); got != tc.want {
+			t.Errorf("%s: pick = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestClassKey(t *testing.T) {
+	if got := classKey([]string{"pandas", "numpy", "pandas"}); got != "numpy,pandas" {
+		t.Errorf("classKey = %q", got)
+	}
+	if got := classModules(classKey(nil)); got != nil {
+		t.Errorf("bare class has modules %v", got)
+	}
+}
