@@ -59,6 +59,17 @@ func run(f analyze.Facts) Input {
 	return Input{Tool: ToolExecuteTransient, Code: &Code{Facts: f, Bytes: 100, Lines: 10}, Principal: Principal{Sub: "alice", Scopes: []string{}}}
 }
 
+// analyzed is a transient call of src with the facts analyze.Source
+// reports for it, as the server builds its input.
+func analyzed(t testing.TB, src string) Input {
+	t.Helper()
+	facts, err := analyze.Source([]byte(src), analyze.Options{})
+	if err != nil {
+		t.Fatalf("analyze.Source: %v", err)
+	}
+	return Input{Tool: ToolExecuteTransient, Code: NewCode(facts, []byte(src))}
+}
+
 func load(t testing.TB, cfg config.Config, fsys fstest.MapFS) *Engine {
 	t.Helper()
 	e, err := LoadFS(context.Background(), cfg, fsys)
