@@ -534,3 +534,16 @@ func TestListRegex(t *testing.T) {
 		}
 	}
 }
+
+func TestNameList(t *testing.T) {
+	got, err := nameList("blocked_calls", []string{" shutil.rmtree", "os.system", "eval ", "os.system", "eval"})
+	if diff := cmp.Diff([]any{"eval", "os.system", "shutil.rmtree"}, got); err != nil || diff != "" {
+		t.Errorf("nameList: %v, names (-want +got):\n%s", err, diff)
+	}
+	if got, err := nameList("blocked_calls", nil); err != nil || got == nil || len(got) != 0 {
+		t.Errorf("nameList of nothing = %#v, %v; want an empty list", got, err)
+	}
+	if _, err := nameList("blocked_modules", []string{"os", "os path"}); err == nil || !strings.Contains(err.Error(), `blocked_modules[1]: "os path"`) {
+		t.Errorf("nameList with a space = %v, want an error naming blocked_modules[1]", err)
+	}
+}
