@@ -1,9 +1,7 @@
 package executor
 
 import (
-	"runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -120,24 +118,7 @@ threading.Thread(target=keep_forging, daemon=True).start()
 	})
 
 	t.Run("oversized", func(t *testing.T) {
-		var peak atomic.Uint64
-		stop := make(chan struct{})
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		base := ms.HeapInuse
-		go func() {
-			var ms runtime.MemStats
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(5 * time.Millisecond):
-				}
-				runtime.ReadMemStats(&ms)
-				peak.Store(max(peak.Load(), ms.HeapInuse))
-			}
-		}()
+		heapGrowth := watchHeap()
 		// 240 MB announced and written on every descriptor in reach.
 		code := forger + `
 chunk = b"x" * (1 << 20)
@@ -150,7 +131,7 @@ for fd in range(1, 64):
         pass
 `
 		res := transient(t, e, Request{Code: code, Imports: gated(t, code)})
-		close(stop)
+		grew := heapGrowth()
 		if res.Status == "killed" {
 			if !strings.Contains(res.Error.Message, invalidReply) {
 				t.Errorf("killed for %q, want %q", res.Error.Message, invalidReply)
@@ -164,7 +145,7 @@ for fd in range(1, 64):
 		if n := int64(len(res.Stdout) + len(res.Stderr)); n > 2*e.outputCap()+1024 {
 			t.Errorf("output of %d bytes, want at most twice the output cap", n)
 		}
-		if grew := int64(peak.Load()) - int64(base); grew > 100<<20 {
+		if grew > 100<<20 {
 			t.Errorf("server heap grew by %d MB, want < 100 MB", grew>>20)
 		}
 	})

@@ -20,28 +20,40 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 )
 
+// leftover creates, without starting it, a container of image running
+// cmd with labels (plus the test label), removed with its volumes when t
+// ends, and returns its id. Its network is none, should a test start it.
+func leftover(ctx context.Context, t *testing.T, cli *client.Client, image string, labels map[string]string, cmd ...string) string {
+	t.Helper()
+	labels["python-docker-mcp.test"] = "1"
+	c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config:     &container.Config{Image: image, Entrypoint: cmd, Labels: labels},
+		HostConfig: &container.HostConfig{NetworkMode: "none"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cli.ContainerRemove(context.Background(), c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	})
+	return c.ID
+}
+
+// containerExists reports whether the daemon knows the container id.
+func containerExists(ctx context.Context, cli *client.Client, id string) bool {
+	_, err := cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	return err == nil
+}
+
 func TestNewReapsLeftovers(t *testing.T) {
 	cfg := config.Default()
 	cli := dockertest.RequireImage(t, cfg.Docker.Image)
 	ctx := tctx(t, time.Minute)
 	host, _ := os.Hostname()
 	mk := func(labels map[string]string) string {
-		labels["python-docker-mcp.test"] = "1"
-		c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-			Config: &container.Config{Image: cfg.Docker.Image, Entrypoint: []string{"python3", "-c", "pass"}, Labels: labels},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cli.ContainerRemove(context.Background(), c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-		})
-		return c.ID
+		return leftover(ctx, t, cli, cfg.Docker.Image, labels, "python3", "-c", "pass")
 	}
-	exists := func(id string) bool {
-		_, err := cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
-		return err == nil
-	}
+	exists := func(id string) bool { return containerExists(ctx, cli, id) }
 	// A live executor's session must survive another executor's start.
 	a, _ := newExec(t, nil)
 	_, sid := persistent(t, a, "", Request{Owner: "o", Code: "x = 1"})

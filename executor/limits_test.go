@@ -3,7 +3,6 @@ package executor
 import (
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,15 +93,19 @@ func TestForkBomb(t *testing.T) {
 	wantStatus(t, res, "ok")
 }
 
-func TestHugeOutput(t *testing.T) {
-	e, _ := newExec(t, nil)
-	var peak atomic.Uint64
-	stop := make(chan struct{})
+// watchHeap samples this process's heap in use every 5 ms until the
+// function it returns is called; that function stops the sampling and
+// returns the peak's growth in bytes over the heap at the start (after a
+// GC).
+func watchHeap() (growth func() int64) {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	base := ms.HeapInuse
+	peak := base
+	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(done)
 		var ms runtime.MemStats
 		for {
 			select {
@@ -111,14 +114,22 @@ func TestHugeOutput(t *testing.T) {
 			case <-time.After(5 * time.Millisecond):
 			}
 			runtime.ReadMemStats(&ms)
-			if ms.HeapInuse > peak.Load() {
-				peak.Store(ms.HeapInuse)
-			}
+			peak = max(peak, ms.HeapInuse)
 		}
 	}()
+	return func() int64 {
+		close(stop)
+		<-done
+		return int64(peak) - int64(base)
+	}
+}
+
+func TestHugeOutput(t *testing.T) {
+	e, _ := newExec(t, nil)
+	heapGrowth := watchHeap()
 	code := "import sys\nprint('HEAD')\n_chunk = 'x' * (1 << 20)\nfor _ in range(200):\n    sys.stdout.write(_chunk)\nprint('TAIL')\n"
 	res := transient(t, e, Request{Code: code, Imports: imports("sys", 1)})
-	close(stop)
+	grew := heapGrowth()
 	wantStatus(t, res, "ok")
 	if !res.StdoutTruncated || !strings.HasPrefix(res.Stdout, "HEAD\nxxx") || !strings.HasSuffix(res.Stdout, "xxxTAIL\n") || !strings.Contains(res.Stdout, "bytes dropped] ...") {
 		t.Errorf("200 MB of output: truncated %v, head %.20q, tail %.20q", res.StdoutTruncated, res.Stdout, res.Stdout[max(0, len(res.Stdout)-20):])
@@ -133,7 +144,7 @@ func TestHugeOutput(t *testing.T) {
 		!strings.HasPrefix(res.StdoutFull, "HEAD\nxxx") || !strings.HasSuffix(res.StdoutFull, "xxxTAIL\n") {
 		t.Errorf("StdoutFull: %d bytes, head %.20q; want outputs.max_stream_bytes (%d) of head and tail", n, res.StdoutFull, e.cfg.Outputs.MaxStreamBytes)
 	}
-	if grew := int64(peak.Load()) - int64(base); grew > 100<<20 {
+	if grew > 100<<20 {
 		t.Errorf("server heap grew by %d MB, want < 100 MB", grew>>20)
 	} else {
 		t.Logf("server heap grew by at most %.1f MB", float64(grew)/(1<<20))

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
@@ -25,23 +24,9 @@ func TestReaperTellsReplicasApart(t *testing.T) {
 	ctx := tctx(t, 2*time.Minute)
 	host, _ := os.Hostname()
 	create := func(labels map[string]string, cmd ...string) string {
-		labels["python-docker-mcp.test"] = "1"
-		c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-			Config:     &container.Config{Image: cfg.Docker.Image, Entrypoint: cmd, Labels: labels},
-			HostConfig: &container.HostConfig{NetworkMode: "none"},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cli.ContainerRemove(context.Background(), c.ID, client.ContainerRemoveOptions{Force: true})
-		})
-		return c.ID
+		return leftover(ctx, t, cli, cfg.Docker.Image, labels, cmd...)
 	}
-	exists := func(id string) bool {
-		_, err := cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
-		return err == nil
-	}
+	exists := func(id string) bool { return containerExists(ctx, cli, id) }
 	// Two "server containers": one running, one stopped (its server crashed).
 	liveServer := create(map[string]string{}, "python3", "-c", "import time; time.sleep(300)")
 	if _, err := cli.ContainerStart(ctx, liveServer, client.ContainerStartOptions{}); err != nil {

@@ -36,6 +36,18 @@ type session struct {
 	imported map[string]bool
 }
 
+// sandboxDied records that sb, a sandbox of s, died outside an execute
+// call (a file operation or a listing noticed it): s stops using it, and
+// its state and loaded modules are gone, which the next Persistent result
+// reports once as StateLost. The caller holds Executor.mu.
+func (s *session) sandboxDied(sb *sandbox) {
+	if s.sb == sb {
+		s.sb = nil
+	}
+	s.lost = true
+	s.imported = nil
+}
+
 // tomb remembers a session removed for expiry, so a later call gets
 // ErrExpiredSession instead of ErrUnknownSession.
 type tomb struct {
@@ -434,11 +446,7 @@ func (e *Executor) fileOp(ctx context.Context, owner, sessionID string, frame ma
 	resp, fail, err := e.roundTrip(ctx, sb, frame, fileOpTimeout, false, limit)
 	if sb.dead.Load() {
 		e.mu.Lock()
-		if s.sb == sb {
-			s.sb = nil
-		}
-		s.lost = true
-		s.imported = nil
+		s.sandboxDied(sb)
 		e.mu.Unlock()
 	}
 	if err != nil {
@@ -576,11 +584,7 @@ func (e *Executor) WorkspaceFiles(ctx context.Context, owner, sessionID string) 
 	s.calls--
 	s.running = false
 	if sb.dead.Load() {
-		if s.sb == sb {
-			s.sb = nil
-		}
-		s.lost = true
-		s.imported = nil
+		s.sandboxDied(sb)
 	}
 	e.mu.Unlock()
 	<-s.sem

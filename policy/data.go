@@ -178,24 +178,22 @@ func configData(cfg config.Config) (map[string]any, Limits, error) {
 // duplicates. The rules match them with prefix semantics
 // (strings.any_prefix_match on "name."), which needs a list, not a set.
 func nameList(key string, names []string) ([]any, error) {
-	seen := make(map[string]bool, len(names))
-	list := make([]string, 0, len(names))
+	list := make([]string, len(names))
 	for i, n := range names {
-		t := strings.TrimSpace(n)
-		if !dottedName.MatchString(t) {
+		list[i] = strings.TrimSpace(n)
+		if !dottedName.MatchString(list[i]) {
 			return nil, fmt.Errorf("%s[%d]: %q is not a dotted Python name (e.g. os or os.path)", key, i, n)
 		}
-		if !seen[t] {
-			seen[t] = true
-			list = append(list, t)
-		}
 	}
-	sort.Strings(list)
-	out := make([]any, len(list))
-	for i, n := range list {
-		out[i] = n
-	}
-	return out, nil
+	return sortedSet(list), nil
+}
+
+// sortedSet is names sorted, without duplicates, as a list for the rules
+// (names itself is left as it is).
+func sortedSet(names []string) []any {
+	list := slices.Clone(names)
+	slices.Sort(list)
+	return anyList(slices.Compact(list))
 }
 
 // listRegex builds the regular expression rules/lib.rego's list_regex
@@ -257,28 +255,17 @@ func capabilitiesData(c config.Capabilities) (map[string]any, error) {
 		}
 		return *b
 	}
-	seen := map[string]bool{}
-	families := []string{}
 	for i, f := range c.SocketFamilies {
 		if !slices.Contains(config.SocketFamilies, f) {
 			return nil, fmt.Errorf("policy.capabilities.socket_families[%d]: %q is not a socket family: want %s", i, f, strings.Join(config.SocketFamilies, ", "))
 		}
-		if !seen[f] {
-			seen[f] = true
-			families = append(families, f)
-		}
-	}
-	sort.Strings(families)
-	list := make([]any, len(families))
-	for i, f := range families {
-		list[i] = f
 	}
 	return map[string]any{
 		"processes":       word(c.Processes),
 		"sockets":         word(c.Sockets),
 		"pty":             word(c.PTY),
 		"native_code":     word(c.NativeCode),
-		"socket_families": list,
+		"socket_families": sortedSet(c.SocketFamilies),
 	}, nil
 }
 

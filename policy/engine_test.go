@@ -59,6 +59,17 @@ func run(f analyze.Facts) Input {
 	return Input{Tool: ToolExecuteTransient, Code: &Code{Facts: f, Bytes: 100, Lines: 10}, Principal: Principal{Sub: "alice", Scopes: []string{}}}
 }
 
+// analyzed is a transient call of src with the facts analyze.Source
+// reports for it, as the server builds its input.
+func analyzed(t testing.TB, src string) Input {
+	t.Helper()
+	facts, err := analyze.Source([]byte(src), analyze.Options{})
+	if err != nil {
+		t.Fatalf("analyze.Source: %v", err)
+	}
+	return Input{Tool: ToolExecuteTransient, Code: NewCode(facts, []byte(src))}
+}
+
 func load(t testing.TB, cfg config.Config, fsys fstest.MapFS) *Engine {
 	t.Helper()
 	e, err := LoadFS(context.Background(), cfg, fsys)
@@ -521,5 +532,18 @@ func TestListRegex(t *testing.T) {
 		if got := allowed.ReplaceAllString(text, ""); got != want {
 			t.Errorf("allowed regex on %q leaves %q, want %q", text, got, want)
 		}
+	}
+}
+
+func TestNameList(t *testing.T) {
+	got, err := nameList("blocked_calls", []string{" shutil.rmtree", "os.system", "eval ", "os.system", "eval"})
+	if diff := cmp.Diff([]any{"eval", "os.system", "shutil.rmtree"}, got); err != nil || diff != "" {
+		t.Errorf("nameList: %v, names (-want +got):\n%s", err, diff)
+	}
+	if got, err := nameList("blocked_calls", nil); err != nil || got == nil || len(got) != 0 {
+		t.Errorf("nameList of nothing = %#v, %v; want an empty list", got, err)
+	}
+	if _, err := nameList("blocked_modules", []string{"os", "os path"}); err == nil || !strings.Contains(err.Error(), `blocked_modules[1]: "os path"`) {
+		t.Errorf("nameList with a space = %v, want an error naming blocked_modules[1]", err)
 	}
 }

@@ -341,11 +341,7 @@ func TestAnalyzedSource(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			facts, err := analyze.Source([]byte(tt.src), analyze.Options{})
-			if err != nil {
-				t.Fatalf("analyze.Source: %v", err)
-			}
-			in := Input{Tool: ToolExecuteTransient, Code: NewCode(facts, []byte(tt.src))}
+			in := analyzed(t, tt.src)
 			if diff := cmp.Diff(tt.want, brief(decide(t, e, in).Violations)); diff != "" {
 				t.Errorf("violations (-want +got):\n%s", diff)
 			}

@@ -2,18 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
@@ -34,26 +27,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // without the execute scope is refused with 403.
 func TestHTTPSessionsBelongToTheirSubject(t *testing.T) {
 	cli := dockertest.RequireImage(t, config.Default().Docker.Image)
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
-	dir := t.TempDir()
-	pub := filepath.Join(dir, "key.pub.pem")
-	os.WriteFile(pub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600)
-	mint := func(sub, scope string) string {
-		now := time.Now()
-		tok, err := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{
-			"iss": "https://idp.test", "aud": "mcp-pyexec", "sub": sub, "scope": scope,
-			"iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(time.Hour).Unix(),
-		}).SignedString(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tok
-	}
-
+	pub, mint := testKeys(t)
 	url, _ := startHTTP(t, cli, "--set", "auth.mode=jwt", "--set", "auth.issuer=https://idp.test", "--set", "auth.public_key_path="+pub)
 	connect := func(token string) (*sdk.ClientSession, error) {
 		hc := &http.Client{Transport: bearer{token}}

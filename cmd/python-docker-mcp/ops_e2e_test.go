@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -12,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -219,31 +217,7 @@ func TestHTTPCancelledCallGetsNoReply(t *testing.T) {
 func TestStdioCancelledCallGetsNoReply(t *testing.T) {
 	dockertest.RequireImage(t, config.Default().Docker.Image)
 	dlog := filepath.Join(t.TempDir(), "decisions.jsonl")
-	cmd := exec.Command(binary, "--set", "policy.decision_log="+dlog, "--set", "pool.enabled=false")
-	cmd.Env = serverEnv(t)
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	stderr := &lockedBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("server stderr:\n%s", stderr.String())
-		}
-	}()
-	lines := make(chan string, 100)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(nil, 16<<20)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
+	stdin, lines, _ := rawServer(t, "--set", "policy.decision_log="+dlog, "--set", "pool.enabled=false")
 	send := func(s string) { fmt.Fprintln(stdin, s) }
 	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + legacyProtocol + `","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
 	if l := <-lines; !strings.Contains(l, `"id":1`) {

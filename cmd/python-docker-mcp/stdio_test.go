@@ -80,12 +80,14 @@ func TestAnnounceStdioOnlyOnATerminal(t *testing.T) {
 	}
 }
 
-// TestStdioIDsEchoedExactly speaks raw JSON-RPC lines to the built server:
-// every id comes back exactly as written, and an oversized message gets an
-// error for its id instead of a hang.
-func TestStdioIDsEchoedExactly(t *testing.T) {
-	dockertest.Require(t)
-	cmd := exec.Command(binary, "--set", "server.max_body_bytes=64k", "--set", "pool.enabled=false")
+// rawServer starts the built server over stdio with args, for tests that
+// speak raw JSON-RPC lines. It returns the server's stdin, the lines the
+// server writes to stdout (closed when stdout ends) and its stderr. When
+// t ends, stdin is closed and the server has 20 seconds to exit before it
+// is killed; its stderr is logged if t failed.
+func rawServer(t *testing.T, args ...string) (io.WriteCloser, <-chan string, *lockedBuffer) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
 	cmd.Env = serverEnv(t)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
@@ -102,25 +104,41 @@ func TestStdioIDsEchoedExactly(t *testing.T) {
 		case <-done:
 		case <-time.After(20 * time.Second):
 			cmd.Process.Kill()
+			<-done
 		}
-		if strings.Contains(stderr.String(), "waiting for an MCP client") {
+		if t.Failed() {
+			t.Logf("server stderr:\n%s", stderr.String())
+		}
+	})
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 16<<20)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	return stdin, lines, stderr
+}
+
+// TestStdioIDsEchoedExactly speaks raw JSON-RPC lines to the built server:
+// every id comes back exactly as written, and an oversized message gets an
+// error for its id instead of a hang.
+func TestStdioIDsEchoedExactly(t *testing.T) {
+	dockertest.Require(t)
+	var stderr *lockedBuffer
+	t.Cleanup(func() { // after the server has exited
+		if stderr != nil && strings.Contains(stderr.String(), "waiting for an MCP client") {
 			t.Errorf("the terminal hint was printed for a pipe:\n%s", stderr.String())
 		}
 	})
+	stdin, responses, stderr := rawServer(t, "--set", "server.max_body_bytes=64k", "--set", "pool.enabled=false")
 	send := func(line string) {
 		if _, err := io.WriteString(stdin, line+"\n"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	responses := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			responses <- sc.Text()
-		}
-		close(responses)
-	}()
 	next := func() string {
 		select {
 		case r := <-responses:
