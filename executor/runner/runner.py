@@ -5,7 +5,7 @@
 # big-endian length, then UTF-8 JSON) on the stdin/stdout the container was
 # started with. Runner diagnostics go to the original stderr.
 #
-# Frames in:  {"op": "run"|"preload"|"read"|"write"|"list"|"interrupt"|"exit", "id": n, "nonce": s, ...}
+# Frames in:  {"op": "run"|"preload"|"parse"|"read"|"write"|"list"|"interrupt"|"exit", "id": n, "nonce": s, ...}
 # Frames out: {"op": "ready", ...} once, then one response per request,
 #             carrying the request's id and nonce.
 #
@@ -1430,6 +1430,46 @@ def _worker_key(req):
     return json.dumps([caps, rules], sort_keys=True)
 
 
+_PARSE_TEXT = 8 << 10  # cap of each text field of a parse answer
+_PARSE_LINE = 400  # a longer source line is shown around the error
+
+
+def _parse(req):
+    """Answers a "parse" request here, in the runner: CPython's parser builds
+    the AST only (ast.PyCF_ONLY_AST, dont_inherit) and nothing of the code
+    runs; no worker is involved. The answer has "syntax" when the code does
+    not parse: CPython's message, position and its rendering with a caret."""
+    code = req.get("code")
+    if not isinstance(code, str):
+        return {"status": "error", "error": {"type": "RunnerError", "message": "parse: code must be a string"}}
+    try:
+        compile(code, "<cell>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as e:  # IndentationError and TabError too
+        text = e.text or ""
+        off, end = e.offset or 0, e.end_offset or 0
+        if len(text) > _PARSE_LINE:
+            # One huge line: show a window around the error, so the caret
+            # stays in what is shown.
+            lo = max(0, (off or 1) - 1 - _PARSE_LINE // 2)
+            hi = lo + _PARSE_LINE
+            text = ("..." if lo else "") + text[lo:hi] + ("..." if hi < len(e.text) else "")
+            shift = (3 if lo else 0) - lo
+            off = off + shift if off else 0
+            end = min(end + shift, len(text) + 1) if end and e.end_lineno == e.lineno else 0
+        shown = type(e)(e.msg, (e.filename, e.lineno, off or None, text, e.end_lineno, end or None))
+        detail = "".join(traceback.format_exception_only(type(e), shown))
+        return {"status": "ok", "syntax": {
+            "type": type(e).__name__, "message": (e.msg or str(e))[:_PARSE_TEXT],
+            "line": e.lineno or 0, "col": e.offset or 0,
+            "end_line": e.end_lineno or 0, "end_col": e.end_offset or 0,
+            "text": text.rstrip("\n")[:_PARSE_TEXT], "detail": detail[:_PARSE_TEXT]}}
+    except (ValueError, RecursionError, MemoryError) as e:
+        # A NUL byte (ValueError), or code nested too deeply for the parser.
+        return {"status": "ok", "syntax": {"type": type(e).__name__, "message": str(e)[:_PARSE_TEXT], "line": 0, "col": 0,
+                                           "end_line": 0, "end_col": 0, "text": "", "detail": ""}}
+    return {"status": "ok"}
+
+
 class _Runner:
     def __init__(self):
         self.worker = None
@@ -1477,6 +1517,8 @@ class _Runner:
                     resp = self.run(req)
                 elif op == "preload":
                     resp = self.preload(req)
+                elif op == "parse":
+                    resp = _parse(req)
                 else:
                     resp = _file_op(req)
             except Exception as e:  # noqa: BLE001 - the loop must survive

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -37,7 +38,7 @@ type persistentArgs struct {
 // (see text); the structured content says how long they were, whether the
 // text shows them cut, and where their full text is.
 type runOut struct {
-	Status          string             `json:"status" jsonschema:"ok: ran to the end; error: the code raised; timeout/oom/killed: stopped by a limit; refused: the sandbox's own check refused; denied: the policy refused, see violations; invalid: bad arguments (e.g. state keys), nothing ran."`
+	Status          string             `json:"status" jsonschema:"ok: ran to the end; error: the code raised; timeout/oom/killed: stopped by a limit; refused: the sandbox's own check refused; syntax_error: the code does not parse (CPython's message in error), nothing ran; denied: the policy refused, see violations; invalid: bad arguments (e.g. state keys), nothing ran."`
 	StdoutBytes     int64              `json:"stdout_bytes" jsonschema:"Length of stdout as the code wrote it. The text itself is in the result's text content, under --- stdout ---."`
 	StderrBytes     int64              `json:"stderr_bytes" jsonschema:"Length of stderr as the code wrote it."`
 	StdoutTruncated bool               `json:"stdout_truncated" jsonschema:"The text shows only the head and tail of stdout; stdout_uri has the full text."`
@@ -92,7 +93,8 @@ type runError struct {
 	Type      string `json:"type" jsonschema:"Exception type."`
 	Message   string `json:"message" jsonschema:"Exception message."`
 	Line      int    `json:"line"`
-	Traceback string `json:"traceback" jsonschema:"Traceback of the user's code only."`
+	Col       int    `json:"col,omitempty" jsonschema:"Column of a syntax error (1-based, in characters, as CPython counts)."`
+	Traceback string `json:"traceback" jsonschema:"Traceback of the user's code only; for a syntax error, the source line with a caret under the error."`
 }
 
 func (s *Server) executeTransient(ctx context.Context, req mcp.CallToolRequest, args transientArgs) (*mcp.CallToolResult, error) {
@@ -117,9 +119,12 @@ func (s *Server) executePersistent(ctx context.Context, req mcp.CallToolRequest,
 
 // gate runs the static step and the policy for code. It returns either a
 // decision that allows, or a result to send back (a denial).
-func (s *Server) gate(ctx context.Context, tool, code string, in policy.Input) (analyze.Facts, policy.Decision, *mcp.CallToolResult) {
+func (s *Server) gate(ctx context.Context, tool, code string, in policy.Input, progress func(string)) (analyze.Facts, policy.Decision, *mcp.CallToolResult) {
 	cfg := s.d.Config()
 	facts, err := analyze.Source([]byte(code), analyze.Options{MaxBytes: int(cfg.Limits.MaxCodeBytes)})
+	if aerr := (*analyze.Error)(nil); errors.As(err, &aerr) && aerr.Kind == "syntax" {
+		return facts, policy.Decision{}, s.syntaxError(ctx, tool, code, aerr, in, progress)
+	}
 	if err != nil {
 		return facts, policy.Decision{}, s.denied(ctx, tool, []policy.Violation{policy.AnalyzeViolation(err)}, nil)
 	}
@@ -134,6 +139,73 @@ func (s *Server) gate(ctx context.Context, tool, code string, in policy.Input) (
 		return facts, dec, s.denied(ctx, tool, dec.Violations, dec.Warnings)
 	}
 	return facts, dec, nil
+}
+
+// Parser checks code with CPython's parser without running it;
+// *executor.Executor is one. An Executor that is not a Parser leaves syntax
+// errors to the static step's message.
+type Parser interface {
+	Parse(ctx context.Context, req executor.Request) (*executor.SyntaxError, error)
+}
+
+// syntaxError answers code the static step could not parse, before any
+// policy: status syntax_error with CPython's message, position and source
+// line with a caret, from a sandbox's runner that only builds the AST
+// (nothing of the code runs). Without a sandbox (no Parser, no image, a
+// failed start) the static step's message is shown the same way. When
+// CPython parses the code the static step cannot judge it, and it is
+// denied (rule "syntax").
+func (s *Server) syntaxError(ctx context.Context, tool, code string, aerr *analyze.Error, in policy.Input, progress func(string)) *mcp.CallToolResult {
+	se := gateSyntaxError(code, aerr)
+	note := ""
+	if p, ok := s.d.Exec.(Parser); ok {
+		err := s.waitImage(ctx, progress)
+		var cse *executor.SyntaxError
+		if err == nil {
+			cse, err = p.Parse(ctx, executor.Request{Owner: in.Principal.Sub, Code: code, Limits: executor.Limits{Timeout: time.Duration(in.LimitsRequested.Timeout * float64(time.Second))}})
+		}
+		switch {
+		case err != nil:
+			note = "(CPython's check was not available, so this is the static checker's message: " + err.Error() + ")"
+			s.logClient(ctx, mcp.LoggingLevelWarning, "syntax check in a sandbox failed", map[string]any{"tool": tool, "error": err.Error()})
+		case cse == nil:
+			v := policy.Violation{Rule: "syntax", Line: aerr.Line, Col: aerr.Col,
+				Msg: "the server's static checker cannot parse this code (" + aerr.Msg + "), although CPython can; it was not run. Write the construct at this line another way."}
+			return s.denied(ctx, tool, []policy.Violation{v}, nil)
+		default:
+			se = cse
+		}
+	}
+	detail := strings.TrimRight(se.Detail, "\n")
+	var b strings.Builder
+	fmt.Fprintf(&b, "syntax_error: the code does not parse, nothing was run (line %d, col %d):\n%s", se.Line, se.Col, detail)
+	if note != "" {
+		b.WriteString("\n" + note)
+	}
+	s.logClient(ctx, mcp.LoggingLevelInfo, "syntax error", map[string]any{"tool": tool, "line": se.Line})
+	return toolError(b.String(), runOut{Status: "syntax_error",
+		Error: &runError{Type: se.Type, Message: se.Message, Line: se.Line, Col: se.Col, Traceback: detail}}.sent())
+}
+
+// gateSyntaxError renders the static step's syntax error as CPython
+// would: the source line and a caret under the column (the static step's
+// column is a 0-based byte offset; CPython's a 1-based character count).
+func gateSyntaxError(code string, aerr *analyze.Error) *executor.SyntaxError {
+	se := &executor.SyntaxError{Type: "SyntaxError", Message: aerr.Msg, Line: aerr.Line}
+	lines := strings.Split(code, "\n")
+	if aerr.Line < 1 || aerr.Line > len(lines) {
+		se.Detail = "SyntaxError: " + aerr.Msg
+		return se
+	}
+	text := strings.TrimRight(lines[aerr.Line-1], "\r")
+	col := min(max(aerr.Col, 0), len(text))
+	se.Col = utf8.RuneCountInString(text[:col]) + 1
+	se.Text = text
+	indent := len(text) - len(strings.TrimLeft(text, " \t\f"))
+	shown := text[indent:]
+	caret := strings.Repeat(" ", max(se.Col-1-utf8.RuneCountInString(text[:indent]), 0))
+	se.Detail = fmt.Sprintf("  File \"<cell>\", line %d\n    %s\n    %s^\nSyntaxError: %s", aerr.Line, shown, caret, aerr.Msg)
+	return se
 }
 
 // denied renders a refusal: each violation with its rule, line and column.
@@ -162,11 +234,11 @@ func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, tool, cod
 	if persistent {
 		in.Session = s.sessionInput(p.Sub, sessionID)
 	}
-	facts, dec, refusal := s.gate(ctx, tool, code, in)
+	progress := s.progressFunc(ctx, req)
+	facts, dec, refusal := s.gate(ctx, tool, code, in, progress)
 	if refusal != nil {
 		return refusal, nil
 	}
-	progress := s.progressFunc(ctx, req)
 	if err := s.waitImage(ctx, progress); err != nil {
 		return s.failure(tool, sessionID, fmt.Errorf("the sandbox image is not available: %w", err)), nil
 	}
