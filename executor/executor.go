@@ -109,6 +109,9 @@ type Capabilities struct {
 //	oom      the memory limit was hit
 //	killed   the sandbox died or the run was interrupted
 //	refused  the runner's own checks refused the code before it ran
+//	syntax_error  CPython could not parse the code (the static gate
+//	         could): nothing ran; Error has CPython's message, line,
+//	         column and the source line with a caret (Traceback)
 type Result struct {
 	Status          string `json:"status"`
 	Stdout          string `json:"stdout"`
@@ -144,9 +147,11 @@ type Result struct {
 // stopped). Line is 1-based in the submitted code, 0 when unknown;
 // Traceback holds only user frames (and library frames they called).
 type RunError struct {
-	Type      string `json:"type"`
-	Message   string `json:"message"`
-	Line      int    `json:"line,omitempty"`
+	Type    string `json:"type"`
+	Message string `json:"message"`
+	Line    int    `json:"line,omitempty"`
+	// Col is a syntax error's column (1-based, in characters).
+	Col       int    `json:"col,omitempty"`
 	Traceback string `json:"traceback,omitempty"`
 }
 

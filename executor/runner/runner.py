@@ -259,8 +259,11 @@ def _check_facts(req, cell_name):
     try:
         tree = ast.parse(code, filename=cell_name, mode="exec")
     except SyntaxError as e:
-        return {"status": "error", "error": {"type": "SyntaxError", "message": e.msg or str(e), "line": e.lineno or 0,
-                                             "traceback": "".join(traceback.format_exception_only(type(e), e))}}
+        # The gate parsed what CPython does not: a syntax error all the
+        # same, found before anything ran.
+        info = _syntax_info(e)
+        return {"status": "syntax_error", "error": {"type": info["type"], "message": info["message"], "line": info["line"],
+                                                    "col": info["col"], "traceback": info["detail"]}}
     except (ValueError, RecursionError, MemoryError) as e:
         return {"status": "error", "error": {"type": type(e).__name__, "message": str(e), "line": 0, "traceback": ""}}
     want = _gate_imports(req.get("imports"))
@@ -1445,29 +1448,34 @@ def _parse(req):
     try:
         compile(code, "<cell>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as e:  # IndentationError and TabError too
-        text = e.text or ""
-        off, end = e.offset or 0, e.end_offset or 0
-        if len(text) > _PARSE_LINE:
-            # One huge line: show a window around the error, so the caret
-            # stays in what is shown.
-            lo = max(0, (off or 1) - 1 - _PARSE_LINE // 2)
-            hi = lo + _PARSE_LINE
-            text = ("..." if lo else "") + text[lo:hi] + ("..." if hi < len(e.text) else "")
-            shift = (3 if lo else 0) - lo
-            off = off + shift if off else 0
-            end = min(end + shift, len(text) + 1) if end and e.end_lineno == e.lineno else 0
-        shown = type(e)(e.msg, (e.filename, e.lineno, off or None, text, e.end_lineno, end or None))
-        detail = "".join(traceback.format_exception_only(type(e), shown))
-        return {"status": "ok", "syntax": {
-            "type": type(e).__name__, "message": (e.msg or str(e))[:_PARSE_TEXT],
-            "line": e.lineno or 0, "col": e.offset or 0,
-            "end_line": e.end_lineno or 0, "end_col": e.end_offset or 0,
-            "text": text.rstrip("\n")[:_PARSE_TEXT], "detail": detail[:_PARSE_TEXT]}}
+        return {"status": "ok", "syntax": _syntax_info(e)}
     except (ValueError, RecursionError, MemoryError) as e:
         # A NUL byte (ValueError), or code nested too deeply for the parser.
         return {"status": "ok", "syntax": {"type": type(e).__name__, "message": str(e)[:_PARSE_TEXT], "line": 0, "col": 0,
                                            "end_line": 0, "end_col": 0, "text": "", "detail": ""}}
     return {"status": "ok"}
+
+
+def _syntax_info(e):
+    """CPython's SyntaxError e as the server reports it: message, position,
+    the source line and CPython's rendering with a caret (file <cell>)."""
+    text = e.text or ""
+    off, end = e.offset or 0, e.end_offset or 0
+    if len(text) > _PARSE_LINE:
+        # One huge line: show a window around the error, so the caret
+        # stays in what is shown.
+        lo = max(0, (off or 1) - 1 - _PARSE_LINE // 2)
+        hi = lo + _PARSE_LINE
+        text = ("..." if lo else "") + text[lo:hi] + ("..." if hi < len(e.text) else "")
+        shift = (3 if lo else 0) - lo
+        off = off + shift if off else 0
+        end = min(end + shift, len(text) + 1) if end and e.end_lineno == e.lineno else 0
+    shown = type(e)(e.msg, ("<cell>", e.lineno, off or None, text, e.end_lineno, end or None))
+    detail = "".join(traceback.format_exception_only(type(e), shown))
+    return {"type": type(e).__name__, "message": (e.msg or str(e))[:_PARSE_TEXT],
+            "line": e.lineno or 0, "col": e.offset or 0,
+            "end_line": e.end_lineno or 0, "end_col": e.end_offset or 0,
+            "text": text.rstrip("\n")[:_PARSE_TEXT], "detail": detail[:_PARSE_TEXT]}
 
 
 class _Runner:

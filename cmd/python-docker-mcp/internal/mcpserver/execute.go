@@ -176,15 +176,14 @@ func (s *Server) syntaxError(ctx context.Context, tool, code string, aerr *analy
 			se = cse
 		}
 	}
-	detail := strings.TrimRight(se.Detail, "\n")
-	var b strings.Builder
-	fmt.Fprintf(&b, "syntax_error: the code does not parse, nothing was run (line %d, col %d):\n%s", se.Line, se.Col, detail)
+	out := runOut{Status: "syntax_error", Error: &runError{Type: se.Type, Message: se.Message, Line: se.Line, Col: se.Col,
+		Traceback: strings.TrimRight(se.Detail, "\n")}}.sent()
+	msg := strings.TrimRight(text(out), "\n")
 	if note != "" {
-		b.WriteString("\n" + note)
+		msg += "\n" + note
 	}
 	s.logClient(ctx, mcp.LoggingLevelInfo, "syntax error", map[string]any{"tool": tool, "line": se.Line})
-	return toolError(b.String(), runOut{Status: "syntax_error",
-		Error: &runError{Type: se.Type, Message: se.Message, Line: se.Line, Col: se.Col, Traceback: detail}}.sent())
+	return toolError(msg, out)
 }
 
 // gateSyntaxError renders the static step's syntax error as CPython
@@ -329,7 +328,7 @@ func (s *Server) render(owner string, res *executor.Result, warnings []policy.Vi
 		out.StderrBytes = int64(len(res.Stderr))
 	}
 	if res.Error != nil {
-		out.Error = &runError{Type: res.Error.Type, Message: res.Error.Message, Line: res.Error.Line, Traceback: res.Error.Traceback}
+		out.Error = &runError{Type: res.Error.Type, Message: res.Error.Message, Line: res.Error.Line, Col: res.Error.Col, Traceback: res.Error.Traceback}
 	}
 	var links []mcp.Content
 	if res.StdoutFull != "" || res.StderrFull != "" || len(res.FileData) > 0 {
@@ -394,6 +393,12 @@ func text(o runOut) string {
 		b.WriteString("killed: the sandbox was stopped\n")
 	case "refused":
 		b.WriteString("refused: the sandbox refused to run the code\n")
+	case "syntax_error":
+		b.WriteString("syntax_error: the code does not parse, nothing was run")
+		if o.Error != nil {
+			fmt.Fprintf(&b, " (line %d, col %d)", o.Error.Line, o.Error.Col)
+		}
+		b.WriteString("\n")
 	default:
 		fmt.Fprintf(&b, "%s (%.0f ms)\n", o.Status, o.DurationMS)
 	}

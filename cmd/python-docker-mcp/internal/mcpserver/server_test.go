@@ -317,7 +317,7 @@ func TestSyntaxErrorParserAnswers(t *testing.T) {
 		name, status, text string
 		p                  parsingExec
 	}{
-		{"cpython", "syntax_error", "line 1, col 7):\n  File \"<cell>\", line 1\n    def f(:\n          ^\nSyntaxError: invalid syntax", parsingExec{se: cpy}},
+		{"cpython", "syntax_error", "line 1, col 7)\n  File \"<cell>\", line 1\n    def f(:\n          ^\nSyntaxError: invalid syntax", parsingExec{se: cpy}},
 		{"cpython parses", "denied", "static checker cannot parse this code ('(' was never closed), although CPython can", parsingExec{}},
 		{"no sandbox", "syntax_error", "SyntaxError: '(' was never closed\n(CPython's check was not available, so this is the static checker's message: no docker)", parsingExec{err: errors.New("no docker")}},
 	} {
