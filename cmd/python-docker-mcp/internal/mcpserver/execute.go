@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -186,25 +185,10 @@ func (s *Server) syntaxError(ctx context.Context, tool, code string, aerr *analy
 	return toolError(msg, out)
 }
 
-// gateSyntaxError renders the static step's syntax error as CPython
-// would: the source line and a caret under the column (the static step's
-// column is a 0-based byte offset; CPython's a 1-based character count).
+// gateSyntaxError is the static step's syntax error as CPython shows one.
 func gateSyntaxError(code string, aerr *analyze.Error) *executor.SyntaxError {
-	se := &executor.SyntaxError{Type: "SyntaxError", Message: aerr.Msg, Line: aerr.Line}
-	lines := strings.Split(code, "\n")
-	if aerr.Line < 1 || aerr.Line > len(lines) {
-		se.Detail = "SyntaxError: " + aerr.Msg
-		return se
-	}
-	text := strings.TrimRight(lines[aerr.Line-1], "\r")
-	col := min(max(aerr.Col, 0), len(text))
-	se.Col = utf8.RuneCountInString(text[:col]) + 1
-	se.Text = text
-	indent := len(text) - len(strings.TrimLeft(text, " \t\f"))
-	shown := text[indent:]
-	caret := strings.Repeat(" ", max(se.Col-1-utf8.RuneCountInString(text[:indent]), 0))
-	se.Detail = fmt.Sprintf("  File \"<cell>\", line %d\n    %s\n    %s^\nSyntaxError: %s", aerr.Line, shown, caret, aerr.Msg)
-	return se
+	col, shown := aerr.Show([]byte(code), "<cell>")
+	return &executor.SyntaxError{Type: "SyntaxError", Message: aerr.Msg, Line: aerr.Line, Col: col, Detail: shown}
 }
 
 // denied renders a refusal: each violation with its rule, line and column.
