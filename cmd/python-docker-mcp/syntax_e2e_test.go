@@ -67,7 +67,7 @@ func TestStdioSyntaxErrors(t *testing.T) {
 			t.Fatalf("new session: %q", text(res))
 		}
 		res = c.call(t, "execute-persistent", map[string]any{"session_id": id, "code": "x = 2\nfor i in range(3)\n    x = 3\n"})
-		if sc := structured(t, res); sc["status"] != "syntax_error" || !strings.Contains(text(res), "SyntaxError: expected ':'") {
+		if sc := structured(t, res); sc["status"] != "syntax_error" || sc["session_id"] != id || !strings.Contains(text(res), "SyntaxError: expected ':'") {
 			t.Errorf("in the session: %q %v", text(res), sc)
 		}
 		res = c.call(t, "execute-persistent", map[string]any{"session_id": id, "code": "x"})

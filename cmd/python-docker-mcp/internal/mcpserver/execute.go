@@ -177,6 +177,9 @@ func (s *Server) syntaxError(ctx context.Context, tool, code string, aerr *analy
 	}
 	out := runOut{Status: "syntax_error", Error: &runError{Type: se.Type, Message: se.Message, Line: se.Line, Col: se.Col,
 		Traceback: strings.TrimRight(se.Detail, "\n")}}.sent()
+	if in.Session != nil {
+		out.SessionID = in.Session.ID // the call's own, as given
+	}
 	msg := strings.TrimRight(text(out), "\n")
 	if note != "" {
 		msg += "\n" + note
