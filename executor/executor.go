@@ -45,6 +45,11 @@ type Request struct {
 	Owner string
 	// Code is the Python source, at most limits.max_code_bytes.
 	Code string
+	// Language is "python" (or "") or "bash": bash code runs as `bash -c
+	// CODE` in the worker, with the same pipes, limits and capabilities
+	// (it needs Capabilities.Processes); it takes no State and its Imports
+	// are not checked.
+	Language string
 	// State (transient only) is a JSON object whose members become globals
 	// before the code runs; nil means none. At most limits.max_state_bytes.
 	State json.RawMessage
@@ -377,6 +382,18 @@ func (e *Executor) prepare(req Request, transient bool) (Limits, error) {
 	if max := int64(e.cfg.Limits.MaxCodeBytes); max > 0 && int64(len(req.Code)) > max {
 		return Limits{}, fmt.Errorf("%w: code is %d bytes; the maximum is %d bytes (limits.max_code_bytes)", ErrLimitExceeded, len(req.Code), max)
 	}
+	switch req.Language {
+	case "", "python":
+	case "bash":
+		if len(req.State) > 0 {
+			return Limits{}, fmt.Errorf("%w: state is for python code only", ErrInvalidRequest)
+		}
+		if req.Capabilities != nil && !req.Capabilities.Processes {
+			return Limits{}, fmt.Errorf("%w: bash needs the processes capability, which this request denies", ErrInvalidRequest)
+		}
+	default:
+		return Limits{}, fmt.Errorf("%w: language %q is not supported (python or bash)", ErrInvalidRequest, req.Language)
+	}
 	if len(req.State) > 0 {
 		if !transient {
 			return Limits{}, fmt.Errorf("%w: state is only for transient runs; a persistent session keeps its own globals", ErrInvalidRequest)
@@ -516,6 +533,9 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 	}
 	if transient && len(req.State) > 0 {
 		frame["state"] = req.State
+	}
+	if req.Language == "bash" {
+		frame["language"] = "bash"
 	}
 	req.progress("running")
 	t0 := time.Now()

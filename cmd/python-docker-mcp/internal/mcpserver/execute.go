@@ -21,8 +21,9 @@ type transientArgs struct {
 	Code string `json:"code"`
 	// State is a JSON object of globals; its description names the
 	// argument in backquotes, so it is set in Tools.
-	State   json.RawMessage `json:"state,omitempty"`
-	Timeout float64         `json:"timeout,omitempty"`
+	State    json.RawMessage `json:"state,omitempty"`
+	Timeout  float64         `json:"timeout,omitempty"`
+	Language string          `json:"language,omitempty"`
 }
 
 // persistentArgs are execute-persistent's arguments (its input schema).
@@ -30,6 +31,7 @@ type persistentArgs struct {
 	Code      string  `json:"code"`
 	SessionID string  `json:"session_id,omitempty" jsonschema:"Session to run in; empty or absent creates a new session."`
 	Timeout   float64 `json:"timeout,omitempty"`
+	Language  string  `json:"language,omitempty"`
 }
 
 // runOut is the structured content of the execute tools (their output
@@ -109,18 +111,28 @@ func (s *Server) executeTransient(ctx context.Context, req mcp.CallToolRequest, 
 	} else {
 		args.State = nil
 	}
-	return s.execute(ctx, req, ToolExecuteTransient, args.Code, args.Timeout, "", args.State)
+	return s.execute(ctx, req, ToolExecuteTransient, args.Language, args.Code, args.Timeout, "", args.State)
 }
 
 func (s *Server) executePersistent(ctx context.Context, req mcp.CallToolRequest, args persistentArgs) (*mcp.CallToolResult, error) {
-	return s.execute(ctx, req, ToolExecutePersistent, args.Code, args.Timeout, args.SessionID, nil)
+	return s.execute(ctx, req, ToolExecutePersistent, args.Language, args.Code, args.Timeout, args.SessionID, nil)
 }
 
 // gate runs the static step and the policy for code. It returns either a
 // decision that allows, or a result to send back (a denial).
 func (s *Server) gate(ctx context.Context, tool, code string, in policy.Input, progress func(string)) (analyze.Facts, policy.Decision, *mcp.CallToolResult) {
 	cfg := s.d.Config()
-	facts, err := analyze.Source([]byte(code), analyze.Options{MaxBytes: int(cfg.Limits.MaxCodeBytes)})
+	var facts analyze.Facts
+	var err error
+	if in.Language == "bash" {
+		// Bash is not analysed: the policy sees the language and no facts.
+		facts = analyze.Facts{Imports: []analyze.Import{}, Dynamic: []analyze.Dynamic{}, Calls: []analyze.Call{}, References: []analyze.Call{}}
+		if max := int(cfg.Limits.MaxCodeBytes); max > 0 && len(code) > max {
+			err = &analyze.Error{Line: 1, Kind: "size", Msg: fmt.Sprintf("the code is %d bytes; the maximum is %d (limits.max_code_bytes)", len(code), max)}
+		}
+	} else {
+		facts, err = analyze.Source([]byte(code), analyze.Options{MaxBytes: int(cfg.Limits.MaxCodeBytes)})
+	}
 	if aerr := (*analyze.Error)(nil); errors.As(err, &aerr) && aerr.Kind == "syntax" {
 		return facts, policy.Decision{}, s.syntaxError(ctx, tool, code, aerr, in, progress)
 	}
@@ -136,6 +148,11 @@ func (s *Server) gate(ctx context.Context, tool, code string, in policy.Input, p
 	}
 	if !dec.Allow {
 		return facts, dec, s.denied(ctx, tool, dec.Violations, dec.Warnings)
+	}
+	if in.Language == "bash" && !dec.Capabilities.Processes {
+		v := policy.Violation{Rule: "languages.bash_processes",
+			Msg: "bash needs to create processes, and the policy denies the processes capability here (policy.capabilities.processes, or blocked_modules/blocked_calls covering subprocess or os.system); ask the operator to allow processes, or use python"}
+		return facts, dec, s.denied(ctx, tool, []policy.Violation{v}, dec.Warnings)
 	}
 	return facts, dec, nil
 }
@@ -213,10 +230,16 @@ func (s *Server) denied(ctx context.Context, tool string, vs, ws []policy.Violat
 // execute judges code and runs it: transient (state is its JSON object of
 // globals, or nil) or, for ToolExecutePersistent, in session sessionID
 // ("" creates one).
-func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, tool, code string, timeout float64, sessionID string, state json.RawMessage) (*mcp.CallToolResult, error) {
+func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, tool, language, code string, timeout float64, sessionID string, state json.RawMessage) (*mcp.CallToolResult, error) {
 	persistent := tool == ToolExecutePersistent
 	p := s.principal(ctx)
-	in := policy.Input{Principal: policyPrincipal(p), LimitsRequested: policy.Limits{Timeout: timeout}}
+	if language == "" {
+		language = "python"
+	}
+	if language == "bash" && state != nil {
+		return toolError("state is for python code only: a bash call takes no state", runOut{Status: "invalid", Error: &runError{Type: "InvalidArgument", Message: "state is for python code only"}}.sent()), nil
+	}
+	in := policy.Input{Principal: policyPrincipal(p), LimitsRequested: policy.Limits{Timeout: timeout}, Language: language}
 	if persistent {
 		in.Session = s.sessionInput(p.Sub, sessionID)
 	}
@@ -229,11 +252,12 @@ func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, tool, cod
 		return s.failure(tool, sessionID, fmt.Errorf("the sandbox image is not available: %w", err)), nil
 	}
 	ereq := executor.Request{
-		Owner:   p.Sub,
-		Code:    code,
-		State:   state,
-		Imports: facts.Imports,
-		Modules: executor.ModuleRules{Allowed: dec.Modules.Allowed, Blocked: dec.Modules.Blocked},
+		Owner:    p.Sub,
+		Code:     code,
+		Language: language,
+		State:    state,
+		Imports:  facts.Imports,
+		Modules:  executor.ModuleRules{Allowed: dec.Modules.Allowed, Blocked: dec.Modules.Blocked},
 		Limits: executor.Limits{
 			Timeout: time.Duration(dec.Limits.Timeout * float64(time.Second)),
 			Memory:  dec.Limits.Memory,
