@@ -17,6 +17,10 @@ func TestBash(t *testing.T) {
 	if res.Stdout != "hi\n/workspace\n" || res.Stderr != "warn\n" || len(res.Files) != 1 {
 		t.Errorf("stdout %q stderr %q files %v", res.Stdout, res.Stderr, res.Files)
 	}
+	res = transient(t, e, Request{Language: "bash", Code: "yes | head -1", Capabilities: procs})
+	if wantStatus(t, res, "ok"); res.Stdout != "y\n" || res.Stderr != "" {
+		t.Errorf("a pipe closed early: stdout %q stderr %q; want y and no broken-pipe error", res.Stdout, res.Stderr)
+	}
 	res = transient(t, e, Request{Language: "bash", Code: "echo before; exit 3", Capabilities: procs})
 	wantStatus(t, res, "error")
 	if res.Stdout != "before\n" || res.Error == nil || res.Error.Message != "bash ended with exit status 3" {

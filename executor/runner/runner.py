@@ -1184,6 +1184,10 @@ def _bash_run(req, denied):
             if pid == 0:
                 try:
                     os.setpgid(0, 0)
+                    # Python ignores SIGPIPE and SIGXFSZ; a shell expects
+                    # the defaults (so `yes | head -1` ends quietly).
+                    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+                        signal.signal(sig, signal.SIG_DFL)
                     os.execv("/bin/bash", ["bash", "-c", code])
                 finally:
                     os._exit(127)
