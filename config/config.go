@@ -27,11 +27,13 @@ type Config struct {
 	Policy   Policy   `koanf:"policy" json:"policy"`
 	Pool     Pool     `koanf:"pool" json:"pool"`
 	Sessions Sessions `koanf:"sessions" json:"sessions"`
-	Limits   Limits   `koanf:"limits" json:"limits"`
-	Outputs  Outputs  `koanf:"outputs" json:"outputs"`
-	Server   Server   `koanf:"server" json:"server"`
-	Auth     Auth     `koanf:"auth" json:"auth"`
-	Log      Log      `koanf:"log" json:"log"`
+	// Languages other than Python the execute tools accept (off by default).
+	Languages Languages `koanf:"languages" json:"languages"`
+	Limits    Limits    `koanf:"limits" json:"limits"`
+	Outputs   Outputs   `koanf:"outputs" json:"outputs"`
+	Server    Server    `koanf:"server" json:"server"`
+	Auth      Auth      `koanf:"auth" json:"auth"`
+	Log       Log       `koanf:"log" json:"log"`
 }
 
 // Docker describes the sandbox containers. Every limit here is the
@@ -157,6 +159,19 @@ type Pool struct {
 	// guess before it has seen any call (then it follows the imports of
 	// recent calls).
 	Preload []string `koanf:"preload" json:"preload"`
+}
+
+// Languages enables languages other than Python for the execute tools.
+// An enabled language is still judged by the policy (input.language).
+type Languages struct {
+	// Bash runs code with `bash -c CODE` in the same sandbox; it needs the
+	// processes capability.
+	Bash Language `koanf:"bash" json:"bash"`
+}
+
+// Language is one optional language's settings.
+type Language struct {
+	Enabled bool `koanf:"enabled" json:"enabled"`
 }
 
 // Sessions configures persistent sessions.

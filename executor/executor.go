@@ -45,6 +45,11 @@ type Request struct {
 	Owner string
 	// Code is the Python source, at most limits.max_code_bytes.
 	Code string
+	// Language is "python" (or "") or "bash": bash code runs as `bash -c
+	// CODE` in the worker, with the same pipes, limits and capabilities
+	// (it needs Capabilities.Processes); it takes no State and its Imports
+	// are not checked.
+	Language string
 	// State (transient only) is a JSON object whose members become globals
 	// before the code runs; nil means none. At most limits.max_state_bytes.
 	State json.RawMessage
@@ -109,6 +114,9 @@ type Capabilities struct {
 //	oom      the memory limit was hit
 //	killed   the sandbox died or the run was interrupted
 //	refused  the runner's own checks refused the code before it ran
+//	syntax_error  CPython could not parse the code (the static gate
+//	         could): nothing ran; Error has CPython's message, line,
+//	         column and the source line with a caret (Traceback)
 type Result struct {
 	Status          string `json:"status"`
 	Stdout          string `json:"stdout"`
@@ -144,9 +152,11 @@ type Result struct {
 // stopped). Line is 1-based in the submitted code, 0 when unknown;
 // Traceback holds only user frames (and library frames they called).
 type RunError struct {
-	Type      string `json:"type"`
-	Message   string `json:"message"`
-	Line      int    `json:"line,omitempty"`
+	Type    string `json:"type"`
+	Message string `json:"message"`
+	Line    int    `json:"line,omitempty"`
+	// Col is a syntax error's column (1-based, in characters).
+	Col       int    `json:"col,omitempty"`
 	Traceback string `json:"traceback,omitempty"`
 }
 
@@ -372,6 +382,18 @@ func (e *Executor) prepare(req Request, transient bool) (Limits, error) {
 	if max := int64(e.cfg.Limits.MaxCodeBytes); max > 0 && int64(len(req.Code)) > max {
 		return Limits{}, fmt.Errorf("%w: code is %d bytes; the maximum is %d bytes (limits.max_code_bytes)", ErrLimitExceeded, len(req.Code), max)
 	}
+	switch req.Language {
+	case "", "python":
+	case "bash":
+		if len(req.State) > 0 {
+			return Limits{}, fmt.Errorf("%w: state is for python code only", ErrInvalidRequest)
+		}
+		if req.Capabilities != nil && !req.Capabilities.Processes {
+			return Limits{}, fmt.Errorf("%w: bash needs the processes capability, which this request denies", ErrInvalidRequest)
+		}
+	default:
+		return Limits{}, fmt.Errorf("%w: language %q is not supported (python or bash)", ErrInvalidRequest, req.Language)
+	}
 	if len(req.State) > 0 {
 		if !transient {
 			return Limits{}, fmt.Errorf("%w: state is only for transient runs; a persistent session keeps its own globals", ErrInvalidRequest)
@@ -511,6 +533,9 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 	}
 	if transient && len(req.State) > 0 {
 		frame["state"] = req.State
+	}
+	if req.Language == "bash" {
+		frame["language"] = "bash"
 	}
 	req.progress("running")
 	t0 := time.Now()

@@ -74,7 +74,7 @@ func decodeReply(data []byte, id uint64, nonce string) (*runnerResponse, error) 
 		return nil, fmt.Errorf("a frame for request %d with the wrong nonce or id (want request %d)", resp.ID, id)
 	}
 	switch resp.Status {
-	case "ok", "error", "timeout", "oom", "killed", "refused":
+	case "ok", "error", "timeout", "oom", "killed", "refused", "syntax_error":
 	default:
 		return nil, fmt.Errorf("unknown status %.40q", resp.Status)
 	}

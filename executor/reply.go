@@ -106,6 +106,9 @@ func (e *Executor) capResult(r *runnerResponse, transient bool) {
 		if r.Error.Line < 0 {
 			r.Error.Line = 0
 		}
+		if r.Error.Col < 0 {
+			r.Error.Col = 0
+		}
 	}
 	if !transient {
 		r.State = nil

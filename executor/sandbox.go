@@ -260,6 +260,7 @@ type runnerResponse struct {
 	DurationMS      float64         `json:"duration_ms"`
 	StateLost       bool            `json:"state_lost"`
 	Failed          []string        `json:"failed"`
+	Syntax          *SyntaxError    `json:"syntax"`
 	Data            []byte          `json:"data"`
 	Entries         []struct {
 		Path    string `json:"path"`

@@ -171,6 +171,7 @@ func configData(cfg config.Config) (map[string]any, Limits, error) {
 		"limits":          limits,
 		"max_code_bytes":  int64(cfg.Limits.MaxCodeBytes),
 		"sessions":        map[string]any{"max_per_owner": cfg.Sessions.MaxPerOwner},
+		"languages":       map[string]any{"bash": map[string]any{"enabled": cfg.Languages.Bash.Enabled}},
 	}, max, nil
 }
 

@@ -414,6 +414,7 @@ func TestInputValue(t *testing.T) {
 				Calls:      []analyze.Call{{Name: "os.system", Line: 6, Col: 7}},
 				References: []analyze.Call{{Name: "os.popen", Line: 8, Col: 9}},
 			}, Bytes: 123, Lines: 7, Source: []byte("not in the input")},
+			Language:        "bash",
 			Package:         &Package{Name: "numpy", Specifier: "==1", Index: "https://x"},
 			Session:         &Session{ID: "s", Owner: "o", Exists: true, OwnerCount: 2, Packages: 3},
 			LimitsRequested: Limits{Timeout: 2.5, Memory: 1 << 40, CPUs: 0.25, Pids: 7},

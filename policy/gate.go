@@ -83,8 +83,10 @@ func (g *Gate) Close() error {
 
 // LogEntry is one line of the decision log.
 type LogEntry struct {
-	Time       time.Time   `json:"time"`
-	Tool       string      `json:"tool"`
+	Time time.Time `json:"time"`
+	Tool string    `json:"tool"`
+	// Language is set when an execute call's code is not Python ("bash").
+	Language   string      `json:"language,omitempty"`
 	Principal  Principal   `json:"principal"`
 	Allow      bool        `json:"allow"`
 	Violations []Violation `json:"violations"`
@@ -109,6 +111,9 @@ func (g *Gate) write(ctx context.Context, p config.Policy, in Input, d Decision)
 		Allow:      d.Allow,
 		Violations: d.Violations,
 		Package:    in.Package,
+	}
+	if in.Language != "" && in.Language != "python" {
+		entry.Language = in.Language
 	}
 	if c, ok := CallFrom(ctx); ok {
 		entry.CallID, entry.MCPSession = c.ID, c.MCPSession

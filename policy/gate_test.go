@@ -141,6 +141,10 @@ func TestDecisionLog(t *testing.T) {
 	if _, err := g.Decide(ctx, in); err != nil {
 		t.Fatal(err)
 	}
+	bash := Input{Tool: ToolExecuteTransient, Language: "bash", Code: NewCode(analyze.Facts{Imports: []analyze.Import{}, Dynamic: []analyze.Dynamic{}, Calls: []analyze.Call{}, References: []analyze.Call{}}, []byte("echo")), Principal: Principal{Sub: "bob"}}
+	if _, err := g.Decide(ctx, bash); err != nil {
+		t.Fatal(err)
+	}
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -164,6 +168,8 @@ func TestDecisionLog(t *testing.T) {
 	}
 	sum := sha256.Sum256(src)
 	hash := hex.EncodeToString(sum[:])
+	bsum := sha256.Sum256([]byte("echo"))
+	bashHash := hex.EncodeToString(bsum[:])
 	violation := []any{map[string]any{"rule": "modules.blocked", "msg": `import os: module os is blocked (blocked_modules lists "os")`, "line": 1.0, "col": 0.0}}
 	want := []map[string]any{
 		{"time": "2026-01-02T03:04:05Z", "tool": "execute-transient", "principal": map[string]any{"sub": "alice", "scopes": []any{}},
@@ -172,6 +178,9 @@ func TestDecisionLog(t *testing.T) {
 			"allow": true, "violations": []any{}, "package": map[string]any{"name": "numpy", "specifier": "", "index": ""}},
 		{"time": "2026-01-02T03:04:05Z", "tool": "execute-transient", "principal": map[string]any{"sub": "alice", "scopes": []any{}},
 			"allow": false, "violations": violation, "code_sha256": hash, "code": "import os\n"},
+		{"time": "2026-01-02T03:04:05Z", "tool": "execute-transient", "language": "bash", "principal": map[string]any{"sub": "bob", "scopes": nil},
+			"allow": false, "violations": []any{map[string]any{"rule": "languages.disabled", "msg": "bash is not enabled on this server (the operator sets languages.bash.enabled: true to allow it)", "line": 0.0, "col": 0.0}},
+			"code_sha256": bashHash, "code": "echo"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("decision log (-want +got):\n%s", diff)

@@ -35,6 +35,9 @@ type Input struct {
 	Tool string `json:"tool"`
 	// Code is set for the execute tools.
 	Code *Code `json:"code,omitempty"`
+	// Language is the execute tools' language: "python" or "bash" (the
+	// code's facts are empty for bash: it is not analysed).
+	Language string `json:"language,omitempty"`
 	// Package is set for install-package.
 	Package *Package `json:"package,omitempty"`
 	// Session is set for calls on a persistent session (existing or about

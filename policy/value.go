@@ -23,6 +23,9 @@ func (in Input) value() ast.Value {
 			item("lines", ast.IntNumberTerm(c.Lines)),
 		)))
 	}
+	if in.Language != "" {
+		items = append(items, item("language", ast.StringTerm(in.Language)))
+	}
 	if p := in.Package; p != nil {
 		items = append(items, item("package", ast.ObjectTerm(
 			item("name", ast.StringTerm(p.Name)),
@@ -59,7 +62,7 @@ func (in Input) value() ast.Value {
 var keyTerms = func() map[string]*ast.Term {
 	m := map[string]*ast.Term{}
 	for _, k := range []string{
-		"tool", "code", "facts", "bytes", "lines", "package", "name", "specifier", "index",
+		"tool", "code", "language", "facts", "bytes", "lines", "package", "name", "specifier", "index",
 		"session", "id", "owner", "exists", "owner_count", "packages", "limits_requested",
 		"principal", "sub", "scopes", "timeout_seconds", "memory_bytes", "cpus", "pids",
 		"imports", "dynamic", "calls", "references", "module", "level", "from", "names",

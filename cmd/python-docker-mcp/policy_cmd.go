@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/policy"
@@ -78,9 +80,17 @@ func runPolicy(ctx context.Context, cfg config.Config, args []string, stdout, st
 func policyCheck(ctx context.Context, cfg config.Config, e *policy.Engine, file string, src []byte, asJSON bool, stdout, stderr io.Writer) int {
 	facts, err := analyze.Source(src, analyze.Options{MaxBytes: int(cfg.Limits.MaxCodeBytes)})
 	var d policy.Decision
+	var caret string
 	if err != nil {
 		// The static step refuses the code: that is a denial too, with the
-		// same rule names the server reports.
+		// same rule names the server reports (the server turns rule syntax
+		// into status syntax_error with CPython's message; here, offline,
+		// the static checker's message stands, with the line and a caret).
+		if aerr := (*analyze.Error)(nil); errors.As(err, &aerr) && aerr.Kind == "syntax" {
+			if _, shown := aerr.Show(src, file); strings.Count(shown, "\n") == 3 {
+				caret = strings.Join(strings.Split(shown, "\n")[1:3], "\n") + "\n"
+			}
+		}
 		d = policy.Decision{Violations: []policy.Violation{policy.AnalyzeViolation(err)}, Warnings: []policy.Violation{}}
 		d.Modules.Allowed, d.Modules.Blocked, d.Calls.Blocked = []string{}, []string{}, []string{}
 		d.Capabilities.Sockets = []string{}
@@ -104,6 +114,9 @@ func policyCheck(ctx context.Context, cfg config.Config, e *policy.Engine, file 
 	} else {
 		for _, v := range d.Violations {
 			fmt.Fprintf(stdout, "%s:%d:%d: %s: %s\n", file, v.Line, v.Col, v.Rule, v.Msg)
+			if v.Rule == "syntax" {
+				fmt.Fprint(stdout, caret)
+			}
 		}
 		for _, w := range d.Warnings {
 			fmt.Fprintf(stdout, "%s:%d:%d: warning: %s: %s\n", file, w.Line, w.Col, w.Rule, w.Msg)

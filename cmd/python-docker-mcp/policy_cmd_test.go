@@ -142,8 +142,9 @@ func TestPolicyCheckJSON(t *testing.T) {
 func TestPolicyCheckRefusedSource(t *testing.T) {
 	file := writeFile(t, "syntax.py", "x = (1,\n")
 	code, out, _ := runPolicyCmd(t, config.Default(), "check", file)
-	if code != 1 || !strings.HasPrefix(out, file+":") || !strings.Contains(out, ": syntax: ") {
-		t.Errorf("exit %d, stdout %q; want a syntax violation and exit 1", code, out)
+	want := file + ":1:4: syntax: '(' was never closed\n    x = (1,\n        ^\n"
+	if code != 1 || out != want {
+		t.Errorf("exit %d, stdout %q; want exit 1 and %q", code, out, want)
 	}
 }
 

@@ -5,7 +5,7 @@
 # big-endian length, then UTF-8 JSON) on the stdin/stdout the container was
 # started with. Runner diagnostics go to the original stderr.
 #
-# Frames in:  {"op": "run"|"preload"|"read"|"write"|"list"|"interrupt"|"exit", "id": n, "nonce": s, ...}
+# Frames in:  {"op": "run"|"preload"|"parse"|"read"|"write"|"list"|"interrupt"|"exit", "id": n, "nonce": s, ...}
 # Frames out: {"op": "ready", ...} once, then one response per request,
 #             carrying the request's id and nonce.
 #
@@ -259,8 +259,11 @@ def _check_facts(req, cell_name):
     try:
         tree = ast.parse(code, filename=cell_name, mode="exec")
     except SyntaxError as e:
-        return {"status": "error", "error": {"type": "SyntaxError", "message": e.msg or str(e), "line": e.lineno or 0,
-                                             "traceback": "".join(traceback.format_exception_only(type(e), e))}}
+        # The gate parsed what CPython does not: a syntax error all the
+        # same, found before anything ran.
+        info = _syntax_info(e)
+        return {"status": "syntax_error", "error": {"type": info["type"], "message": info["message"], "line": info["line"],
+                                                    "col": info["col"], "traceback": info["detail"]}}
     except (ValueError, RecursionError, MemoryError) as e:
         return {"status": "error", "error": {"type": type(e).__name__, "message": str(e), "line": 0, "traceback": ""}}
     want = _gate_imports(req.get("imports"))
@@ -1164,7 +1167,69 @@ warnings.filterwarnings("ignore", message=".*non-interactive.*")
 warnings.filterwarnings("ignore", message=".*More than .* figures have been opened.*")
 
 
+def _bash_run(req, denied):
+    """Runs bash code as `bash -c CODE` from the worker: the child inherits
+    the capture pipes (fd 1 and 2), /dev/null as stdin, the seccomp filter
+    and the working directory; a timeout or interrupt kills its process
+    group. Exit status 0 is ok, anything else an error naming it."""
+    code = req.get("code") or ""
+    timeout = float((req.get("limits") or {}).get("timeout_ms") or 30000) / 1000.0
+    resp = {"status": "ok"}
+    pid = 0
+    _RUN.reason = None
+    try:
+        _RUN.running = True
+        try:
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    os.setpgid(0, 0)
+                    # Python ignores SIGPIPE and SIGXFSZ; a shell expects
+                    # the defaults (so `yes | head -1` ends quietly).
+                    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+                        signal.signal(sig, signal.SIG_DFL)
+                    os.execv("/bin/bash", ["bash", "-c", code])
+                finally:
+                    os._exit(127)
+            _, st = os.waitpid(pid, 0)
+            pid = 0
+            rc = os.waitstatus_to_exitcode(st)
+            if rc != 0:
+                resp["status"] = "error"
+                what = "exit status %d" % rc if rc > 0 else "signal %d" % -rc
+                resp["error"] = {"type": "BashError", "message": "bash ended with %s" % what, "line": 0, "traceback": ""}
+        finally:
+            _RUN.running = False
+    except (SandboxTimeout, SandboxInterrupt) as e:
+        if isinstance(e, SandboxTimeout):
+            resp["status"] = "timeout"
+            resp["error"] = {"type": "SandboxTimeout", "message": "execution exceeded the time limit of %gs" % timeout,
+                             "line": 0, "traceback": ""}
+        else:
+            resp["status"] = "killed"
+            resp["error"] = {"type": "SandboxInterrupt", "message": "execution was cancelled", "line": 0, "traceback": ""}
+    except OSError as e:
+        info = _error_info(e, "<cell>", denied)
+        resp["status"] = "error"
+        resp["error"] = info
+    finally:
+        if pid > 0:
+            for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+                try:
+                    target()
+                except OSError:
+                    pass
+            try:
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+    _flush_stdio()
+    return resp
+
+
 def _worker_run(req, denied):
+    if req.get("language") == "bash":
+        return _bash_run(req, denied)
     lim = req.get("limits") or {}
     max_out = int(lim.get("max_output_bytes") or (1 << 20))
     max_state = int(lim.get("max_state_bytes") or (1 << 20))
@@ -1430,6 +1495,51 @@ def _worker_key(req):
     return json.dumps([caps, rules], sort_keys=True)
 
 
+_PARSE_TEXT = 8 << 10  # cap of each text field of a parse answer
+_PARSE_LINE = 400  # a longer source line is shown around the error
+
+
+def _parse(req):
+    """Answers a "parse" request here, in the runner: CPython's parser builds
+    the AST only (ast.PyCF_ONLY_AST, dont_inherit) and nothing of the code
+    runs; no worker is involved. The answer has "syntax" when the code does
+    not parse: CPython's message, position and its rendering with a caret."""
+    code = req.get("code")
+    if not isinstance(code, str):
+        return {"status": "error", "error": {"type": "RunnerError", "message": "parse: code must be a string"}}
+    try:
+        compile(code, "<cell>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as e:  # IndentationError and TabError too
+        return {"status": "ok", "syntax": _syntax_info(e)}
+    except (ValueError, RecursionError, MemoryError) as e:
+        # A NUL byte (ValueError), or code nested too deeply for the parser.
+        return {"status": "ok", "syntax": {"type": type(e).__name__, "message": str(e)[:_PARSE_TEXT], "line": 0, "col": 0,
+                                           "end_line": 0, "end_col": 0, "text": "", "detail": ""}}
+    return {"status": "ok"}
+
+
+def _syntax_info(e):
+    """CPython's SyntaxError e as the server reports it: message, position,
+    the source line and CPython's rendering with a caret (file <cell>)."""
+    text = e.text or ""
+    off, end = e.offset or 0, e.end_offset or 0
+    if len(text) > _PARSE_LINE:
+        # One huge line: show a window around the error, so the caret
+        # stays in what is shown.
+        lo = max(0, (off or 1) - 1 - _PARSE_LINE // 2)
+        hi = lo + _PARSE_LINE
+        text = ("..." if lo else "") + text[lo:hi] + ("..." if hi < len(e.text) else "")
+        shift = (3 if lo else 0) - lo
+        off = off + shift if off else 0
+        end = min(end + shift, len(text) + 1) if end and e.end_lineno == e.lineno else 0
+    shown = type(e)(e.msg, ("<cell>", e.lineno, off or None, text, e.end_lineno, end or None))
+    detail = "".join(traceback.format_exception_only(type(e), shown))
+    return {"type": type(e).__name__, "message": (e.msg or str(e))[:_PARSE_TEXT],
+            "line": e.lineno or 0, "col": e.offset or 0,
+            "end_line": e.end_lineno or 0, "end_col": e.end_offset or 0,
+            "text": text.rstrip("\n")[:_PARSE_TEXT], "detail": detail[:_PARSE_TEXT]}
+
+
 class _Runner:
     def __init__(self):
         self.worker = None
@@ -1477,6 +1587,8 @@ class _Runner:
                     resp = self.run(req)
                 elif op == "preload":
                     resp = self.preload(req)
+                elif op == "parse":
+                    resp = _parse(req)
                 else:
                     resp = _file_op(req)
             except Exception as e:  # noqa: BLE001 - the loop must survive
@@ -1555,7 +1667,7 @@ class _Runner:
         self.cells += 1
         cell_name = "<cell-%d>" % self.cells
 
-        refused = _check_facts(req, cell_name)
+        refused = None if req.get("language") == "bash" else _check_facts(req, cell_name)
         if refused is not None:
             refused["duration_ms"] = (time.perf_counter() - t0) * 1000
             return refused

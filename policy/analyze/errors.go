@@ -1,6 +1,10 @@
 package analyze
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
 
 // Defaults for the zero values of Options.
 const (
@@ -39,4 +43,21 @@ func (e *Error) Error() string {
 
 func errAt(line, col int, kind, format string, args ...any) *Error {
 	return &Error{Line: line, Col: col, Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Show renders e as CPython renders a SyntaxError: the file and line, the
+// source line (without its indentation) with a caret under the error, and
+// the message. col is CPython's 1-based column in characters (0 when the
+// line is not in src).
+func (e *Error) Show(src []byte, file string) (col int, shown string) {
+	lines := strings.Split(string(src), "\n")
+	if e.Line < 1 || e.Line > len(lines) {
+		return 0, "SyntaxError: " + e.Msg
+	}
+	text := strings.TrimRight(lines[e.Line-1], "\r")
+	c := min(max(e.Col, 0), len(text))
+	col = utf8.RuneCountInString(text[:c]) + 1
+	indent := len(text) - len(strings.TrimLeft(text, " \t\f"))
+	caret := strings.Repeat(" ", max(col-1-utf8.RuneCountInString(text[:indent]), 0))
+	return col, fmt.Sprintf("  File %q, line %d\n    %s\n    %s^\nSyntaxError: %s", file, e.Line, text[indent:], caret, e.Msg)
 }

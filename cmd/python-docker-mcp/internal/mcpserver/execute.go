@@ -21,8 +21,9 @@ type transientArgs struct {
 	Code string `json:"code"`
 	// State is a JSON object of globals; its description names the
 	// argument in backquotes, so it is set in Tools.
-	State   json.RawMessage `json:"state,omitempty"`
-	Timeout float64         `json:"timeout,omitempty"`
+	State    json.RawMessage `json:"state,omitempty"`
+	Timeout  float64         `json:"timeout,omitempty"`
+	Language string          `json:"language,omitempty"`
 }
 
 // persistentArgs are execute-persistent's arguments (its input schema).
@@ -30,6 +31,7 @@ type persistentArgs struct {
 	Code      string  `json:"code"`
 	SessionID string  `json:"session_id,omitempty" jsonschema:"Session to run in; empty or absent creates a new session."`
 	Timeout   float64 `json:"timeout,omitempty"`
+	Language  string  `json:"language,omitempty"`
 }
 
 // runOut is the structured content of the execute tools (their output
@@ -37,7 +39,7 @@ type persistentArgs struct {
 // (see text); the structured content says how long they were, whether the
 // text shows them cut, and where their full text is.
 type runOut struct {
-	Status          string             `json:"status" jsonschema:"ok: ran to the end; error: the code raised; timeout/oom/killed: stopped by a limit; refused: the sandbox's own check refused; denied: the policy refused, see violations; invalid: bad arguments (e.g. state keys), nothing ran."`
+	Status          string             `json:"status" jsonschema:"ok: ran to the end; error: the code raised; timeout/oom/killed: stopped by a limit; refused: the sandbox's own check refused; syntax_error: the code does not parse (CPython's message in error), nothing ran; denied: the policy refused, see violations; invalid: bad arguments (e.g. state keys), nothing ran."`
 	StdoutBytes     int64              `json:"stdout_bytes" jsonschema:"Length of stdout as the code wrote it. The text itself is in the result's text content, under --- stdout ---."`
 	StderrBytes     int64              `json:"stderr_bytes" jsonschema:"Length of stderr as the code wrote it."`
 	StdoutTruncated bool               `json:"stdout_truncated" jsonschema:"The text shows only the head and tail of stdout; stdout_uri has the full text."`
@@ -92,7 +94,8 @@ type runError struct {
 	Type      string `json:"type" jsonschema:"Exception type."`
 	Message   string `json:"message" jsonschema:"Exception message."`
 	Line      int    `json:"line"`
-	Traceback string `json:"traceback" jsonschema:"Traceback of the user's code only."`
+	Col       int    `json:"col,omitempty" jsonschema:"Column of a syntax error (1-based, in characters, as CPython counts)."`
+	Traceback string `json:"traceback" jsonschema:"Traceback of the user's code only; for a syntax error, the source line with a caret under the error."`
 }
 
 func (s *Server) executeTransient(ctx context.Context, req mcp.CallToolRequest, args transientArgs) (*mcp.CallToolResult, error) {
@@ -108,18 +111,31 @@ func (s *Server) executeTransient(ctx context.Context, req mcp.CallToolRequest, 
 	} else {
 		args.State = nil
 	}
-	return s.execute(ctx, req, ToolExecuteTransient, args.Code, args.Timeout, "", args.State)
+	return s.execute(ctx, req, ToolExecuteTransient, args.Language, args.Code, args.Timeout, "", args.State)
 }
 
 func (s *Server) executePersistent(ctx context.Context, req mcp.CallToolRequest, args persistentArgs) (*mcp.CallToolResult, error) {
-	return s.execute(ctx, req, ToolExecutePersistent, args.Code, args.Timeout, args.SessionID, nil)
+	return s.execute(ctx, req, ToolExecutePersistent, args.Language, args.Code, args.Timeout, args.SessionID, nil)
 }
 
 // gate runs the static step and the policy for code. It returns either a
 // decision that allows, or a result to send back (a denial).
-func (s *Server) gate(ctx context.Context, tool, code string, in policy.Input) (analyze.Facts, policy.Decision, *mcp.CallToolResult) {
+func (s *Server) gate(ctx context.Context, tool, code string, in policy.Input, progress func(string)) (analyze.Facts, policy.Decision, *mcp.CallToolResult) {
 	cfg := s.d.Config()
-	facts, err := analyze.Source([]byte(code), analyze.Options{MaxBytes: int(cfg.Limits.MaxCodeBytes)})
+	var facts analyze.Facts
+	var err error
+	if in.Language == "bash" {
+		// Bash is not analysed: the policy sees the language and no facts.
+		facts = analyze.Facts{Imports: []analyze.Import{}, Dynamic: []analyze.Dynamic{}, Calls: []analyze.Call{}, References: []analyze.Call{}}
+		if max := int(cfg.Limits.MaxCodeBytes); max > 0 && len(code) > max {
+			err = &analyze.Error{Line: 1, Kind: "size", Msg: fmt.Sprintf("the code is %d bytes; the maximum is %d (limits.max_code_bytes)", len(code), max)}
+		}
+	} else {
+		facts, err = analyze.Source([]byte(code), analyze.Options{MaxBytes: int(cfg.Limits.MaxCodeBytes)})
+	}
+	if aerr := (*analyze.Error)(nil); errors.As(err, &aerr) && aerr.Kind == "syntax" {
+		return facts, policy.Decision{}, s.syntaxError(ctx, tool, code, aerr, in, progress)
+	}
 	if err != nil {
 		return facts, policy.Decision{}, s.denied(ctx, tool, []policy.Violation{policy.AnalyzeViolation(err)}, nil)
 	}
@@ -133,7 +149,66 @@ func (s *Server) gate(ctx context.Context, tool, code string, in policy.Input) (
 	if !dec.Allow {
 		return facts, dec, s.denied(ctx, tool, dec.Violations, dec.Warnings)
 	}
+	if in.Language == "bash" && !dec.Capabilities.Processes {
+		v := policy.Violation{Rule: "languages.bash_processes",
+			Msg: "bash needs to create processes, and the policy denies the processes capability here (policy.capabilities.processes, or blocked_modules/blocked_calls covering subprocess or os.system); ask the operator to allow processes, or use python"}
+		return facts, dec, s.denied(ctx, tool, []policy.Violation{v}, dec.Warnings)
+	}
 	return facts, dec, nil
+}
+
+// Parser checks code with CPython's parser without running it;
+// *executor.Executor is one. An Executor that is not a Parser leaves syntax
+// errors to the static step's message.
+type Parser interface {
+	Parse(ctx context.Context, req executor.Request) (*executor.SyntaxError, error)
+}
+
+// syntaxError answers code the static step could not parse, before any
+// policy: status syntax_error with CPython's message, position and source
+// line with a caret, from a sandbox's runner that only builds the AST
+// (nothing of the code runs). Without a sandbox (no Parser, no image, a
+// failed start) the static step's message is shown the same way. When
+// CPython parses the code the static step cannot judge it, and it is
+// denied (rule "syntax").
+func (s *Server) syntaxError(ctx context.Context, tool, code string, aerr *analyze.Error, in policy.Input, progress func(string)) *mcp.CallToolResult {
+	se := gateSyntaxError(code, aerr)
+	note := ""
+	if p, ok := s.d.Exec.(Parser); ok {
+		err := s.waitImage(ctx, progress)
+		var cse *executor.SyntaxError
+		if err == nil {
+			cse, err = p.Parse(ctx, executor.Request{Owner: in.Principal.Sub, Code: code, Limits: executor.Limits{Timeout: time.Duration(in.LimitsRequested.Timeout * float64(time.Second))}})
+		}
+		switch {
+		case err != nil:
+			note = "(CPython's check was not available, so this is the static checker's message: " + err.Error() + ")"
+			s.logClient(ctx, mcp.LoggingLevelWarning, "syntax check in a sandbox failed", map[string]any{"tool": tool, "error": err.Error()})
+		case cse == nil:
+			v := policy.Violation{Rule: "syntax", Line: aerr.Line, Col: aerr.Col,
+				Msg: "the server's static checker cannot parse this code (" + aerr.Msg + "), although CPython can; it was not run. Write the construct at this line another way."}
+			return s.denied(ctx, tool, []policy.Violation{v}, nil)
+		default:
+			se = cse
+		}
+	}
+	out := runOut{Status: "syntax_error", Error: &runError{Type: se.Type, Message: se.Message, Line: se.Line, Col: se.Col,
+		Traceback: strings.TrimRight(se.Detail, "\n")}}.sent()
+	if in.Session != nil {
+		out.SessionID = in.Session.ID // the call's own, as given
+	}
+	msg := strings.TrimRight(text(out), "\n")
+	if note != "" {
+		msg += "\n" + note
+	}
+	s.logClient(ctx, mcp.LoggingLevelInfo, "syntax error", map[string]any{"tool": tool, "line": se.Line})
+	return toolError(msg, out)
+}
+
+// gateSyntaxError is the static step's syntax error as CPython shows one.
+func gateSyntaxError(code string, aerr *analyze.Error) *executor.SyntaxError {
+	col, shown := aerr.Show([]byte(code), "<cell>")
+	return &executor.SyntaxError{Type: "SyntaxError", Message: aerr.Msg, Line: aerr.Line, Col: col, Detail: shown}
 }
 
 // denied renders a refusal: each violation with its rule, line and column.
@@ -155,27 +230,34 @@ func (s *Server) denied(ctx context.Context, tool string, vs, ws []policy.Violat
 // execute judges code and runs it: transient (state is its JSON object of
 // globals, or nil) or, for ToolExecutePersistent, in session sessionID
 // ("" creates one).
-func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, tool, code string, timeout float64, sessionID string, state json.RawMessage) (*mcp.CallToolResult, error) {
+func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, tool, language, code string, timeout float64, sessionID string, state json.RawMessage) (*mcp.CallToolResult, error) {
 	persistent := tool == ToolExecutePersistent
 	p := s.principal(ctx)
-	in := policy.Input{Principal: policyPrincipal(p), LimitsRequested: policy.Limits{Timeout: timeout}}
+	if language == "" {
+		language = "python"
+	}
+	if language == "bash" && state != nil {
+		return toolError("state is for python code only: a bash call takes no state", runOut{Status: "invalid", Error: &runError{Type: "InvalidArgument", Message: "state is for python code only"}}.sent()), nil
+	}
+	in := policy.Input{Principal: policyPrincipal(p), LimitsRequested: policy.Limits{Timeout: timeout}, Language: language}
 	if persistent {
 		in.Session = s.sessionInput(p.Sub, sessionID)
 	}
-	facts, dec, refusal := s.gate(ctx, tool, code, in)
+	progress := s.progressFunc(ctx, req)
+	facts, dec, refusal := s.gate(ctx, tool, code, in, progress)
 	if refusal != nil {
 		return refusal, nil
 	}
-	progress := s.progressFunc(ctx, req)
 	if err := s.waitImage(ctx, progress); err != nil {
 		return s.failure(tool, sessionID, fmt.Errorf("the sandbox image is not available: %w", err)), nil
 	}
 	ereq := executor.Request{
-		Owner:   p.Sub,
-		Code:    code,
-		State:   state,
-		Imports: facts.Imports,
-		Modules: executor.ModuleRules{Allowed: dec.Modules.Allowed, Blocked: dec.Modules.Blocked},
+		Owner:    p.Sub,
+		Code:     code,
+		Language: language,
+		State:    state,
+		Imports:  facts.Imports,
+		Modules:  executor.ModuleRules{Allowed: dec.Modules.Allowed, Blocked: dec.Modules.Blocked},
 		Limits: executor.Limits{
 			Timeout: time.Duration(dec.Limits.Timeout * float64(time.Second)),
 			Memory:  dec.Limits.Memory,
@@ -257,7 +339,7 @@ func (s *Server) render(owner string, res *executor.Result, warnings []policy.Vi
 		out.StderrBytes = int64(len(res.Stderr))
 	}
 	if res.Error != nil {
-		out.Error = &runError{Type: res.Error.Type, Message: res.Error.Message, Line: res.Error.Line, Traceback: res.Error.Traceback}
+		out.Error = &runError{Type: res.Error.Type, Message: res.Error.Message, Line: res.Error.Line, Col: res.Error.Col, Traceback: res.Error.Traceback}
 	}
 	var links []mcp.Content
 	if res.StdoutFull != "" || res.StderrFull != "" || len(res.FileData) > 0 {
@@ -322,6 +404,12 @@ func text(o runOut) string {
 		b.WriteString("killed: the sandbox was stopped\n")
 	case "refused":
 		b.WriteString("refused: the sandbox refused to run the code\n")
+	case "syntax_error":
+		b.WriteString("syntax_error: the code does not parse, nothing was run")
+		if o.Error != nil {
+			fmt.Fprintf(&b, " (line %d, col %d)", o.Error.Line, o.Error.Col)
+		}
+		b.WriteString("\n")
 	default:
 		fmt.Fprintf(&b, "%s (%.0f ms)\n", o.Status, o.DurationMS)
 	}

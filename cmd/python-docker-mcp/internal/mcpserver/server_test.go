@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/executor"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/image"
 	"github.com/python-docker-mcp/python-docker-mcp/policy"
+	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
 
 var update = flag.Bool("update", false, "rewrite the replies of the transcripts in testdata")
@@ -232,7 +235,6 @@ func TestDenialNeverReachesExecutor(t *testing.T) {
 		{"blocked import", "x = 1\nimport os\n", "", 2},
 		{"blocked submodule", "import json\nfrom os import path\n", "", 2},
 		{"fstring dynamic import", "print(f\"{__import__('subprocess')}\")\n", "", 1},
-		{"syntax error", "def f(:\n", "syntax", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := h.call(t, ToolExecuteTransient, map[string]any{"code": tc.code})
@@ -261,6 +263,76 @@ func TestDenialNeverReachesExecutor(t *testing.T) {
 	}
 	if n := len(h.exec.requests); n != 0 {
 		t.Errorf("executor called %d times for denied code", n)
+	}
+}
+
+// TestSyntaxErrorWithoutParser: an executor that cannot ask CPython (not a
+// Parser) leaves the static step's message, shown as CPython shows one:
+// status syntax_error, line, column, the source line with a caret; nothing
+// runs.
+func TestSyntaxErrorWithoutParser(t *testing.T) {
+	h := start(t, config.Default(), "")
+	res := h.call(t, ToolExecuteTransient, map[string]any{"code": "x = 1\ny = (2,\n"})
+	if !res.IsError {
+		t.Fatalf("not an error: %s", textOf(res))
+	}
+	sc := structuredOf(t, res)
+	e, _ := sc["error"].(map[string]any)
+	if sc["status"] != "syntax_error" || e == nil || e["type"] != "SyntaxError" || e["line"] != 2.0 || e["col"] != 5.0 {
+		t.Fatalf("structured content %v; want status syntax_error, a SyntaxError at 2:5", sc)
+	}
+	want := "  File \"<cell>\", line 2\n    y = (2,\n        ^\nSyntaxError: '(' was never closed"
+	if e["traceback"] != want || !strings.Contains(textOf(res), want) {
+		t.Errorf("traceback %q, text %q; want both to show %q", e["traceback"], textOf(res), want)
+	}
+	if n := len(h.exec.requests); n != 0 {
+		t.Errorf("executor called %d times for code that does not parse", n)
+	}
+}
+
+// parsingExec is a Parser with a scripted answer.
+type parsingExec struct {
+	*scriptedExec
+	se  *executor.SyntaxError
+	err error
+}
+
+func (p parsingExec) Parse(ctx context.Context, req executor.Request) (*executor.SyntaxError, error) {
+	return p.se, p.err
+}
+
+// TestSyntaxErrorParserAnswers: CPython's answer replaces the static
+// step's; when CPython parses the code it is denied (the gate cannot judge
+// it); when the sandbox fails, the static step's message says so.
+func TestSyntaxErrorParserAnswers(t *testing.T) {
+	cfg := config.Default()
+	eng, err := policy.Load(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aerr := &analyze.Error{Line: 1, Col: 5, Kind: "syntax", Msg: "'(' was never closed"}
+	cpy := &executor.SyntaxError{Type: "SyntaxError", Message: "invalid syntax", Line: 1, Col: 7,
+		Detail: "  File \"<cell>\", line 1\n    def f(:\n          ^\nSyntaxError: invalid syntax\n"}
+	for _, tc := range []struct {
+		name, status, text string
+		p                  parsingExec
+	}{
+		{"cpython", "syntax_error", "line 1, col 7)\n  File \"<cell>\", line 1\n    def f(:\n          ^\nSyntaxError: invalid syntax", parsingExec{se: cpy}},
+		{"cpython parses", "denied", "static checker cannot parse this code ('(' was never closed), although CPython can", parsingExec{}},
+		{"no sandbox", "syntax_error", "SyntaxError: '(' was never closed\n(CPython's check was not available, so this is the static checker's message: no docker)", parsingExec{err: errors.New("no docker")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.p.scriptedExec = &scriptedExec{}
+			srv := New(Deps{Config: func() config.Config { return cfg }, Gate: policy.NewGate(eng), Exec: tc.p, Version: "test"})
+			res := srv.syntaxError(context.Background(), ToolExecuteTransient, "def f(:\n", aerr, policy.Input{}, func(string) {})
+			sc, _ := res.StructuredContent.(runOut)
+			if !res.IsError || sc.Status != tc.status {
+				t.Errorf("isError %v, status %q; want an error with status %q", res.IsError, sc.Status, tc.status)
+			}
+			if got := res.Content[0].(mcp.TextContent).Text; !strings.Contains(got, tc.text) {
+				t.Errorf("text %q does not contain %q", got, tc.text)
+			}
+		})
 	}
 }
 

@@ -254,12 +254,20 @@ func codeSchemas(cfg config.Config, in *jsonschema.Schema) {
 	t.Description = timeoutDescription(cfg)
 	zero := 0.0
 	t.ExclusiveMinimum = &zero
+	l := in.Properties["language"]
+	l.Enum = []any{"python", "bash"}
+	l.Default = json.RawMessage(`"python"`)
+	bash := "bash is disabled on this server (languages.bash.enabled is false)"
+	if cfg.Languages.Bash.Enabled {
+		bash = "bash runs the code with `bash -c` in the same sandbox (the policy decides; it needs the processes capability)"
+	}
+	l.Description = "The code's language: python (the default) or bash; " + bash + ". node is not available: the sandbox image has no node."
 }
 
 // runOutSchema is the output schema of both execute tools.
 func runOutSchema() *jsonschema.Schema {
 	out := schemaOf[runOut]()
-	out.Properties["status"].Enum = []any{"ok", "error", "timeout", "oom", "killed", "refused", "denied", "invalid"}
+	out.Properties["status"].Enum = []any{"ok", "error", "timeout", "oom", "killed", "refused", "syntax_error", "denied", "invalid"}
 	out.Properties["state"].Description = stateOutDescription
 	return out
 }

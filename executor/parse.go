@@ -1,0 +1,81 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+)
+
+// SyntaxError is CPython's verdict on code that does not parse (see Parse).
+type SyntaxError struct {
+	// Type is SyntaxError, IndentationError or TabError; RecursionError or
+	// MemoryError when the code is nested too deeply for the parser.
+	Type    string `json:"type"`
+	Message string `json:"message"`
+	// Line and Col are CPython's lineno and offset (1-based; the column
+	// counts characters); EndLine and EndCol are 0 when CPython has none.
+	Line    int `json:"line"`
+	Col     int `json:"col"`
+	EndLine int `json:"end_line"`
+	EndCol  int `json:"end_col"`
+	// Text is the source line (a window of it when the line is long).
+	Text string `json:"text"`
+	// Detail is CPython's rendering: the line number, the source line with
+	// a caret under the error, and the message.
+	Detail string `json:"detail"`
+}
+
+// parseReplyLimit caps a parse answer: a few capped text fields as JSON.
+const parseReplyLimit = jsonGrowth*4*maxErrorText + replySlack
+
+// Parse asks CPython whether code parses, without running any of it: the
+// runner of a sandbox that serves this request only compiles the code to
+// an AST itself (ast.PyCF_ONLY_AST, dont_inherit); no worker is involved
+// and the sandbox is removed afterwards, like a transient run's. It
+// returns nil when the code parses. req's Code, Owner and Limits are used
+// (the timeout bounds the sandbox's start, plus StartAllowance, and the
+// answer).
+func (e *Executor) Parse(ctx context.Context, req Request) (*SyntaxError, error) {
+	lim, err := e.prepare(Request{Code: req.Code, Limits: req.Limits}, true)
+	if err != nil {
+		return nil, err
+	}
+	sb := e.pool.take(lim, nil)
+	if sb == nil {
+		if e.pool.fits(lim) {
+			sb, err = e.pool.coldStart(ctx, func(sctx context.Context) (*sandbox, error) {
+				return e.startWithin(sctx, sandboxMeta{Kind: KindTransient}, lim, lim.Timeout)
+			})
+		} else {
+			sb, err = e.startWithin(ctx, sandboxMeta{Kind: KindTransient, Owner: req.Owner}, lim, lim.Timeout)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("start sandbox: %w", ctx.Err())
+			}
+			return nil, err
+		}
+	}
+	defer e.finish(sb)
+	resp, f, err := e.roundTrip(ctx, sb, map[string]any{"op": "parse", "code": req.Code}, lim.Timeout+interruptGrace, false, parseReplyLimit)
+	if err != nil {
+		return nil, err
+	}
+	if f != nil {
+		return nil, fmt.Errorf("parse: %s", f.reason)
+	}
+	if err := errorOf(resp); err != nil {
+		return nil, fmt.Errorf("parse: %w", err)
+	}
+	se := resp.Syntax
+	if se == nil {
+		return nil, nil
+	}
+	// The sandbox is untrusted: its answer is capped again.
+	for _, s := range []*string{&se.Type, &se.Message, &se.Text, &se.Detail} {
+		*s, _ = clipText(*s, maxErrorText)
+	}
+	if se.Type == "" {
+		se.Type = "SyntaxError"
+	}
+	return se, nil
+}
