@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -450,4 +451,31 @@ func TestHTTPMetrics(t *testing.T) {
 		t.Errorf("mcp_sessions after one client closed = %v, want 1", v)
 	}
 	a.Close()
+}
+
+// TestHTTPIDsEchoedExactly: over Streamable HTTP, as over stdio, a request
+// id comes back exactly as the client wrote it, in a JSON reply and in an
+// event stream, even where a float64 would alter it.
+func TestHTTPIDsEchoedExactly(t *testing.T) {
+	cli := dockertest.RequireImage(t, config.Default().Docker.Image)
+	url, _ := startHTTP(t, cli)
+	initialize := func(id string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"initialize","params":{"protocolVersion":"` + legacyProtocol + `","capabilities":{},"clientInfo":{"name":"ids","version":"1"}}}`
+	}
+	for _, id := range []string{"9007199254740993", "1e3", "-0.5", "7", `"abc"`} {
+		resp, body := post(t, http.MethodPost, url, "", "", initialize(id))
+		if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"id":`+id+`,`) {
+			t.Errorf("initialize with id %s: %d %s", id, resp.StatusCode, body)
+		}
+		if n := resp.Header.Get("Content-Length"); n != "" && n != strconv.Itoa(len(body)) {
+			t.Errorf("id %s: Content-Length %s for a body of %d bytes", id, n, len(body))
+		}
+		// The session's next request, a tool list, keeps the id too.
+		sess := resp.Header.Get("Mcp-Session-Id")
+		post(t, http.MethodPost, url, "", sess, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		resp, body = post(t, http.MethodPost, url, "", sess, `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/list"}`)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"id":`+id+`,`) {
+			t.Errorf("tools/list with id %s: %d %.300s", id, resp.StatusCode, body)
+		}
+	}
 }

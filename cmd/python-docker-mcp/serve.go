@@ -192,7 +192,7 @@ func serveHTTP(ctx context.Context, cfg config.Config, srv *mcpserver.Server, se
 	mcpHTTP := server.NewStreamableHTTPServer(srv.MCP(), server.WithEndpointPath(cfg.Server.Path), server.WithStreamableHTTPLogger(log),
 		server.WithSessionIdManagerResolver(sessions), server.WithSessionIdleTTL(httpSessionIdleTTL))
 	mux := http.NewServeMux()
-	mux.Handle(cfg.Server.Path, limitBody(int64(cfg.Server.MaxBodyBytes), a.Middleware(sessions.Middleware(mcpHTTP))))
+	mux.Handle(cfg.Server.Path, limitBody(int64(cfg.Server.MaxBodyBytes), a.Middleware(sessions.Middleware(exactHTTPIDs(mcpHTTP)))))
 	if cfg.Server.MetricsAddr == "" {
 		mux.Handle("/metrics", m.Handler())
 	}
