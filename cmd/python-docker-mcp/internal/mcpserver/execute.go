@@ -134,6 +134,14 @@ func (s *Server) gate(ctx context.Context, tool, code string, in policy.Input, p
 		facts, err = analyze.Source([]byte(code), analyze.Options{MaxBytes: int(cfg.Limits.MaxCodeBytes)})
 	}
 	if aerr := (*analyze.Error)(nil); errors.As(err, &aerr) && aerr.Kind == "syntax" {
+		// CPython's verdict needs a sandbox: only for a caller the policy
+		// would let run code at all (judged with no facts: the code does
+		// not parse, so nothing of it can be judged).
+		in.Tool = tool
+		in.Code = policy.NewCode(analyze.Facts{Imports: []analyze.Import{}, Dynamic: []analyze.Dynamic{}, Calls: []analyze.Call{}, References: []analyze.Call{}}, []byte(code))
+		if dec, derr := s.d.Gate.Decide(ctx, in); derr == nil && !dec.Allow {
+			return facts, dec, s.denied(ctx, tool, dec.Violations, dec.Warnings)
+		}
 		return facts, policy.Decision{}, s.syntaxError(ctx, tool, code, aerr, in, progress)
 	}
 	if err != nil {

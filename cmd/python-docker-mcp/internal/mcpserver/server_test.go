@@ -564,3 +564,36 @@ func TestCancellationReachesExecutor(t *testing.T) {
 	}
 	<-done
 }
+
+// countingParser is a Parser that counts its calls.
+type countingParser struct {
+	*scriptedExec
+	calls *int
+}
+
+func (p countingParser) Parse(ctx context.Context, req executor.Request) (*executor.SyntaxError, error) {
+	*p.calls++
+	return &executor.SyntaxError{Type: "SyntaxError", Message: "invalid syntax", Line: 1, Col: 7}, nil
+}
+
+// TestSyntaxErrorNeedsAnAllowingPolicy: code that does not parse reaches a
+// sandbox (for CPython's message) only when the policy would let the caller
+// run code at all; otherwise the call is denied and no sandbox is used.
+func TestSyntaxErrorNeedsAnAllowingPolicy(t *testing.T) {
+	cfg := config.Default()
+	eng, err := policy.Load(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	srv := New(Deps{Config: func() config.Config { return cfg }, Gate: policy.NewGate(eng), Exec: countingParser{&scriptedExec{}, &calls}, Version: "test"})
+	over := policy.Input{LimitsRequested: policy.Limits{Timeout: 1e6}} // above docker.timeout: denied
+	_, _, res := srv.gate(context.Background(), ToolExecuteTransient, "def f(:\n", over, func(string) {})
+	if sc, _ := res.StructuredContent.(runOut); res == nil || sc.Status != "denied" || calls != 0 {
+		t.Errorf("syntax error with a denying policy: status %q, %d parse calls; want denied and none", sc.Status, calls)
+	}
+	_, _, res = srv.gate(context.Background(), ToolExecuteTransient, "def f(:\n", policy.Input{}, func(string) {})
+	if sc, _ := res.StructuredContent.(runOut); res == nil || sc.Status != "syntax_error" || calls != 1 {
+		t.Errorf("syntax error with an allowing policy: status %q, %d parse calls; want syntax_error and one", sc.Status, calls)
+	}
+}
