@@ -109,6 +109,18 @@ def _send(obj):
     _write_all(_PROTO_OUT, _encode(obj))
 
 
+def _read_reply(reader):
+    """Feeds the worker's result pipe into reader and returns (reply, fail):
+    the first complete frame, or why the worker's reply is invalid."""
+    reader.feed()
+    try:
+        for data in reader.frames():
+            return data, None
+    except ValueError as e:
+        return None, ("killed", "SandboxKilled", "%s: %s" % (_INVALID, e))
+    return None, None
+
+
 class _FrameReader:
     """Accumulates length-prefixed frames from a non-blocking fd; refuses a
     frame longer than cap before reading it."""
@@ -1762,24 +1774,12 @@ class _Runner:
                     if not self.drain(fd, out if fd == w.out else err):
                         w.hung_up.add(fd)
                 elif fd == w.res:
-                    reader.feed()
-                    try:
-                        for data in reader.frames():
-                            reply = data
-                            break
-                    except ValueError as e:
-                        fail = ("killed", "SandboxKilled", "%s: %s" % (_INVALID, e))
+                    reply, fail = _read_reply(reader)
             if reply is None and fail is None:
                 _reap(w)
                 if w.dead or reader.eof:
                     # One more look: the reply may be in the pipe already.
-                    reader.feed()
-                    try:
-                        for data in reader.frames():
-                            reply = data
-                            break
-                    except ValueError as e:
-                        fail = ("killed", "SandboxKilled", "%s: %s" % (_INVALID, e))
+                    reply, fail = _read_reply(reader)
                     if reply is None and fail is None:
                         _reap(w)
                         st = w.status
