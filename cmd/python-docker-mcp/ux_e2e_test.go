@@ -2,20 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/moby/moby/client"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -196,23 +188,10 @@ func TestInstallOfAnImportedModuleNeedsRestart(t *testing.T) {
 // output and a session's files are resources of their subject only.
 func TestHTTPOutputsBelongToTheirSubject(t *testing.T) {
 	cli := dockertest.RequireImage(t, config.Default().Docker.Image)
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
-	pub := filepath.Join(t.TempDir(), "key.pub.pem")
-	os.WriteFile(pub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600)
+	pub, mint := testKeys(t)
 	url, _ := startHTTP(t, cli, "--set", "auth.mode=jwt", "--set", "auth.issuer=https://idp.test", "--set", "auth.public_key_path="+pub, "--set", "pool.size=1")
 	connect := func(sub string) *mcpClient {
-		now := time.Now()
-		tok, err := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{
-			"iss": "https://idp.test", "aud": "mcp-pyexec", "sub": sub, "scope": "python:execute python:sessions",
-			"iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(time.Hour).Unix(),
-		}).SignedString(key)
-		if err != nil {
-			t.Fatal(err)
-		}
+		tok := mint(sub, "python:execute python:sessions")
 		c := &mcpClient{stderr: &lockedBuffer{}}
 		cs, err := newSDKClient(c).Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{tok}}, MaxRetries: -1}, nil)
 		if err != nil {
