@@ -11,7 +11,6 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/auth"
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor"
-	"github.com/python-docker-mcp/python-docker-mcp/policy"
 )
 
 // BenchmarkExecuteTransient is one execute-transient call with state
@@ -21,13 +20,9 @@ import (
 func BenchmarkExecuteTransient(b *testing.B) {
 	ctx := auth.WithPrincipal(context.Background(), auth.Principal{Sub: "bench", Scopes: []string{"python:execute"}})
 	cfg := config.Default()
-	eng, err := policy.Load(ctx, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
 	r := "42"
 	exec := &scriptedExec{result: executor.Result{Status: "ok", Stdout: "hi\n", Result: &r, State: json.RawMessage(`{"x":41,"y":[1,2]}`)}, files: map[string][]byte{}}
-	srv := New(Deps{Config: func() config.Config { return cfg }, Gate: policy.NewGate(eng), Exec: exec, Version: "bench", Logger: slog.New(slog.DiscardHandler)})
+	srv := newServer(b, cfg, Deps{Exec: exec, Version: "bench", Logger: slog.New(slog.DiscardHandler)})
 	msg := json.RawMessage(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"execute-transient","arguments":{"code":"import json\nprint('hi')\nx + 1","state":{"x":41,"y":[1,2]},"timeout":5}}}`)
 	b.ReportAllocs()
 	for b.Loop() {

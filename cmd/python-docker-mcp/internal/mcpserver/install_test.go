@@ -102,11 +102,7 @@ func startInstallWith(t *testing.T, cfg config.Config, inst Installer, ex *scrip
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	eng, err := policy.Load(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := New(Deps{Config: func() config.Config { return cfg }, Gate: policy.NewGate(eng), Exec: ex, Installer: inst, Version: "test"})
+	srv := newServer(t, cfg, Deps{Exec: ex, Installer: inst})
 	cr, sw := io.Pipe()
 	sr, cw := io.Pipe()
 	stdio := server.NewStdioServer(srv.MCP())

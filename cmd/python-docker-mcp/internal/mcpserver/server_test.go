@@ -157,12 +157,8 @@ func start(t *testing.T, cfg config.Config, protocol string) *harness {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	eng, err := policy.Load(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := &harness{exec: &scriptedExec{result: executor.Result{Status: "ok"}, ended: make(chan error, 1), files: map[string][]byte{}}}
-	srv := New(Deps{Config: func() config.Config { return cfg }, Gate: policy.NewGate(eng), Exec: h.exec, Image: slowImage{}, Version: "test"})
+	srv := newServer(t, cfg, Deps{Exec: h.exec, Image: slowImage{}})
 
 	cr, sw := io.Pipe() // server -> client
 	sr, cw := io.Pipe() // client -> server
@@ -581,12 +577,8 @@ func (p countingParser) Parse(ctx context.Context, req executor.Request) (*execu
 // run code at all; otherwise the call is denied and no sandbox is used.
 func TestSyntaxErrorNeedsAnAllowingPolicy(t *testing.T) {
 	cfg := config.Default()
-	eng, err := policy.Load(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	calls := 0
-	srv := New(Deps{Config: func() config.Config { return cfg }, Gate: policy.NewGate(eng), Exec: countingParser{&scriptedExec{}, &calls}, Version: "test"})
+	srv := newServer(t, cfg, Deps{Exec: countingParser{&scriptedExec{}, &calls}})
 	over := policy.Input{LimitsRequested: policy.Limits{Timeout: 1e6}} // above docker.timeout: denied
 	_, _, res := srv.gate(context.Background(), ToolExecuteTransient, "def f(:\n", over, func(string) {})
 	if sc, _ := res.StructuredContent.(runOut); res == nil || sc.Status != "denied" || calls != 0 {
@@ -596,4 +588,24 @@ func TestSyntaxErrorNeedsAnAllowingPolicy(t *testing.T) {
 	if sc, _ := res.StructuredContent.(runOut); res == nil || sc.Status != "syntax_error" || calls != 1 {
 		t.Errorf("syntax error with an allowing policy: status %q, %d parse calls; want syntax_error and one", sc.Status, calls)
 	}
+}
+
+// newServer is the tool layer deciding with cfg's policy: d's Config, Gate
+// and Version are filled in where unset.
+func newServer(tb testing.TB, cfg config.Config, d Deps) *Server {
+	tb.Helper()
+	if d.Config == nil {
+		d.Config = func() config.Config { return cfg }
+	}
+	if d.Gate == nil {
+		eng, err := policy.Load(context.Background(), cfg)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		d.Gate = policy.NewGate(eng)
+	}
+	if d.Version == "" {
+		d.Version = "test"
+	}
+	return New(d)
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/auth"
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor"
-	"github.com/python-docker-mcp/python-docker-mcp/policy"
 )
 
 // A transcript (testdata/*.txtar) is a whole exchange with the tool layer
@@ -135,11 +134,7 @@ func startTranscript(t *testing.T, cfg config.Config, exec *scriptedExec) *trans
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	eng, err := policy.Load(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := New(Deps{Config: func() config.Config { return cfg }, Gate: policy.NewGate(eng), Exec: exec, Version: "test"})
+	srv := newServer(t, cfg, Deps{Exec: exec})
 	cr, sw := io.Pipe() // server -> test
 	sr, cw := io.Pipe() // test -> server
 	t.Cleanup(func() { cw.Close(); sw.Close() })
