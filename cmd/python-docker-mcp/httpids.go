@@ -61,13 +61,7 @@ func (w *idWriter) Write(p []byte) (int, error) {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
 	}
-	if !bytes.Contains(p, []byte(`\u0000pdm-id:`)) {
-		return w.ResponseWriter.Write(p)
-	}
-	if _, err := w.ResponseWriter.Write(markedID.ReplaceAll(p, []byte(`"$1":$2`))); err != nil {
-		return 0, err
-	}
-	return len(p), nil
+	return writeRestored(w.ResponseWriter, p)
 }
 
 // Flush keeps event streams flowing through the wrapper.

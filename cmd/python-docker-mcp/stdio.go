@@ -190,10 +190,17 @@ type stdoutFilter struct {
 func (f *stdoutFilter) Write(p []byte) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return writeRestored(f.w, p)
+}
+
+// writeRestored writes p to w with every marked id put back as the client
+// wrote it, and reports len(p) written (p was one message as mcp-go wrote
+// it, however long the restored form).
+func writeRestored(w io.Writer, p []byte) (int, error) {
 	if !bytes.Contains(p, []byte(`\u0000pdm-id:`)) {
-		return f.w.Write(p)
+		return w.Write(p)
 	}
-	if _, err := f.w.Write(markedID.ReplaceAll(p, []byte(`"$1":$2`))); err != nil {
+	if _, err := w.Write(markedID.ReplaceAll(p, []byte(`"$1":$2`))); err != nil {
 		return 0, err
 	}
 	return len(p), nil
