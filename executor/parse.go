@@ -3,26 +3,12 @@ package executor
 import (
 	"context"
 	"fmt"
+
+	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 )
 
 // SyntaxError is CPython's verdict on code that does not parse (see Parse).
-type SyntaxError struct {
-	// Type is SyntaxError, IndentationError or TabError; RecursionError or
-	// MemoryError when the code is nested too deeply for the parser.
-	Type    string `json:"type"`
-	Message string `json:"message"`
-	// Line and Col are CPython's lineno and offset (1-based; the column
-	// counts characters); EndLine and EndCol are 0 when CPython has none.
-	Line    int `json:"line"`
-	Col     int `json:"col"`
-	EndLine int `json:"end_line"`
-	EndCol  int `json:"end_col"`
-	// Text is the source line (a window of it when the line is long).
-	Text string `json:"text"`
-	// Detail is CPython's rendering: the line number, the source line with
-	// a caret under the error, and the message.
-	Detail string `json:"detail"`
-}
+type SyntaxError = protocol.SyntaxError
 
 // parseReplyLimit caps a parse answer: a few capped text fields as JSON.
 const parseReplyLimit = jsonGrowth*4*maxErrorText + replySlack

@@ -1,0 +1,185 @@
+// Package protocol is the runner protocol between the executor and the
+// runner in a sandbox (executor/runner/runner.py): length-prefixed JSON
+// frames (a 4-byte big-endian length, then UTF-8 JSON) over the sandbox's
+// stdin (requests) and stdout (replies).
+//
+// The runner sends a Ready frame once, then exactly one Reply per request,
+// carrying the request's id and nonce. Everything a sandbox sends is
+// untrusted: ReadFrame checks a frame's length before reading it, and
+// DecodeReply its id, nonce and status.
+package protocol
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Ops of request frames. Every request carries "op", "id" (1, 2, … per
+// sandbox) and "nonce" (fresh random text per request).
+const (
+	OpRun       = "run"       // run code (see the executor's run frame)
+	OpPreload   = "preload"   // import "modules" ahead of a call
+	OpParse     = "parse"     // compile "code" to an AST only: syntax check
+	OpRead      = "read"      // read "path" of the working directory
+	OpWrite     = "write"     // write "data" to "path"
+	OpList      = "list"      // list "path" (recursively)
+	OpInterrupt = "interrupt" // interrupt the running request "id" (no reply of its own)
+	OpExit      = "exit"      // end the runner (no reply)
+	OpReady     = "ready"     // the runner's first frame
+)
+
+// Statuses a Reply may carry.
+var Statuses = []string{"ok", "error", "timeout", "oom", "killed", "refused", "syntax_error"}
+
+// MaxRequestFrame caps one frame the server sends (code, state and file
+// data are capped well below it by the limits).
+const MaxRequestFrame = 256 << 20
+
+// ErrFrameTooLarge: the sandbox announced a frame longer than the limit.
+// Nothing of it was read into memory.
+var ErrFrameTooLarge = errors.New("frame exceeds the limit")
+
+// WriteFrame writes v as one frame.
+func WriteFrame(w io.Writer, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if len(data) > MaxRequestFrame {
+		return fmt.Errorf("frame of %d bytes exceeds %d", len(data), MaxRequestFrame)
+	}
+	buf := make([]byte, 4+len(data))
+	binary.BigEndian.PutUint32(buf, uint32(len(data)))
+	copy(buf[4:], data)
+	_, err = w.Write(buf)
+	return err
+}
+
+// ReadFrame reads one frame's JSON of at most limit() bytes, asked once
+// the length has arrived (the reader waits for frames before the request
+// that sets the limit is sent). The length is checked before anything is
+// allocated: a frame over the limit is an ErrFrameTooLarge (wrapped with
+// the sizes) and the stream is left unusable.
+func ReadFrame(r io.Reader, limit func() int64) ([]byte, error) {
+	var head [4]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(head[:])
+	if limit := limit(); int64(n) > limit {
+		return nil, fmt.Errorf("%w: a frame of %d bytes, the limit is %d bytes", ErrFrameTooLarge, n, limit)
+	}
+	data := make([]byte, n)
+	if _, err := io.ReadFull(r, data); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return data, nil
+}
+
+// Ready is the runner's first frame.
+type Ready struct {
+	Op string `json:"op"`
+}
+
+// Reply is the runner's answer to one request. Which fields are set
+// depends on the op: run fills the output fields, preload Failed, parse
+// Syntax, read Data, list Entries.
+type Reply struct {
+	ID              uint64          `json:"id"`
+	Nonce           string          `json:"nonce"`
+	Status          string          `json:"status"`
+	Stdout          string          `json:"stdout"`
+	Stderr          string          `json:"stderr"`
+	StdoutTruncated bool            `json:"stdout_truncated"`
+	StderrTruncated bool            `json:"stderr_truncated"`
+	Result          *string         `json:"result"`
+	Error           *RunError       `json:"error"`
+	State           json.RawMessage `json:"state"`
+	DroppedState    []Dropped       `json:"dropped_state"`
+	Images          []Image         `json:"images"`
+	Files           []string        `json:"files"`
+	DurationMS      float64         `json:"duration_ms"`
+	StateLost       bool            `json:"state_lost"`
+	Failed          []string        `json:"failed"`
+	Syntax          *SyntaxError    `json:"syntax"`
+	Data            []byte          `json:"data"`
+	Entries         []Entry         `json:"entries"`
+}
+
+// DecodeReply decodes one frame from the sandbox and checks that it
+// answers request id with its nonce and a known status. An error here
+// means the sandbox is to be killed.
+func DecodeReply(data []byte, id uint64, nonce string) (*Reply, error) {
+	var resp Reply
+	if err := json.Unmarshal(data, &resp); err != nil {
+		return nil, fmt.Errorf("undecodable frame: %v", err)
+	}
+	if resp.ID != id || resp.Nonce != nonce {
+		return nil, fmt.Errorf("a frame for request %d with the wrong nonce or id (want request %d)", resp.ID, id)
+	}
+	for _, s := range Statuses {
+		if resp.Status == s {
+			return &resp, nil
+		}
+	}
+	return nil, fmt.Errorf("unknown status %.40q", resp.Status)
+}
+
+// RunError describes an exception of the user's code (or why the sandbox
+// stopped). Line is 1-based in the submitted code, 0 when unknown;
+// Traceback holds only user frames (and library frames they called).
+type RunError struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+	Line    int    `json:"line,omitempty"`
+	// Col is a syntax error's column (1-based, in characters).
+	Col       int    `json:"col,omitempty"`
+	Traceback string `json:"traceback,omitempty"`
+}
+
+// Dropped is a global left out of the returned state because it does not
+// round-trip through JSON.
+type Dropped struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+// Image is one matplotlib figure left open by a run, rendered to PNG.
+type Image struct {
+	PNG    []byte `json:"png"`
+	Width  int    `json:"width"`
+	Height int    `json:"height"`
+}
+
+// Entry is one file or directory of a list reply.
+type Entry struct {
+	Path    string `json:"path"`
+	Size    int64  `json:"size"`
+	Dir     bool   `json:"dir"`
+	MTimeNS int64  `json:"mtime_ns"`
+}
+
+// SyntaxError is CPython's verdict on code that does not parse.
+type SyntaxError struct {
+	// Type is SyntaxError, IndentationError or TabError; RecursionError or
+	// MemoryError when the code is nested too deeply for the parser.
+	Type    string `json:"type"`
+	Message string `json:"message"`
+	// Line and Col are CPython's lineno and offset (1-based; the column
+	// counts characters); EndLine and EndCol are 0 when CPython has none.
+	Line    int `json:"line"`
+	Col     int `json:"col"`
+	EndLine int `json:"end_line"`
+	EndCol  int `json:"end_col"`
+	// Text is the source line (a window of it when the line is long).
+	Text string `json:"text"`
+	// Detail is CPython's rendering: the line number, the source line with
+	// a caret under the error, and the message.
+	Detail string `json:"detail"`
+}
