@@ -84,6 +84,21 @@ type Spec struct {
 	// Runtime selects an alternative runtime: a Docker runtime name (e.g.
 	// "runsc") or a Kubernetes RuntimeClass name. Empty: the default.
 	Runtime string
+	// Volumes are named volumes mounted into the sandbox (package volumes).
+	// Docker creates a named volume on first use; backends without named
+	// volumes (Kubernetes) refuse a Spec that has any with ErrInvalidSpec.
+	Volumes []Volume
+}
+
+// Volume is a named volume mounted at Path.
+type Volume struct {
+	// Name is the backend's volume name.
+	Name string
+	// Path is the absolute mount point inside the sandbox.
+	Path     string
+	ReadOnly bool
+	// Labels label the volume when the backend creates it on first use.
+	Labels map[string]string
 }
 
 // Validate checks the rules every backend relies on and says which field is
@@ -113,13 +128,13 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("%w: limits must not be negative (memory %d, cpus %g, pids %d, tmp %d, workspace %d)",
 			ErrInvalidSpec, s.MemoryBytes, s.CPUs, s.Pids, s.TmpBytes, s.WorkspaceBytes)
 	}
-	for k, v := range s.Labels {
-		if err := labelKey(k); err != nil {
-			return bad("label key", strconv.Quote(k), err.Error())
+	for _, v := range s.Volumes {
+		if v.Name == "" || !path.IsAbs(v.Path) || path.Clean(v.Path) == "/" {
+			return bad("Volume", fmt.Sprintf("%+v", v), "want a volume name and an absolute mount point other than /")
 		}
-		if !labelValueRE.MatchString(v) {
-			return bad("label "+k+" value", strconv.Quote(v), "want at most 63 characters [A-Za-z0-9_.-], starting and ending alphanumeric (put free text in Annotations)")
-		}
+	}
+	if err := ValidateLabels(s.Labels); err != nil {
+		return err
 	}
 	for k := range s.Annotations {
 		if err := labelKey(k); err != nil {
@@ -134,6 +149,21 @@ var (
 	labelValueRE = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?$`)
 	dnsSubRE     = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$`)
 )
+
+// ValidateLabels checks labels (of a Spec, or a List selector) against
+// Kubernetes' label syntax, which every backend can store. The error wraps
+// ErrInvalidSpec and names the label.
+func ValidateLabels(labels map[string]string) error {
+	for k, v := range labels {
+		if err := labelKey(k); err != nil {
+			return fmt.Errorf("%w: label key %q: %v", ErrInvalidSpec, k, err)
+		}
+		if !labelValueRE.MatchString(v) {
+			return fmt.Errorf("%w: label %s value %q: want at most 63 characters [A-Za-z0-9_.-], starting and ending alphanumeric (put free text in Annotations)", ErrInvalidSpec, k, v)
+		}
+	}
+	return nil
+}
 
 // labelKey checks Kubernetes' qualified-name syntax: [prefix/]name, the
 // prefix a DNS subdomain of at most 253 characters, the name at most 63.
@@ -231,6 +261,18 @@ type Info struct {
 	// Removing: removal was requested and is in progress (Kubernetes'
 	// graceful deletion); the sandbox must not be used or reaped again.
 	Removing bool
+}
+
+// All is Labels and Annotations in one map (Labels win on a clash).
+func (i Info) All() map[string]string {
+	m := make(map[string]string, len(i.Labels)+len(i.Annotations))
+	for k, v := range i.Annotations {
+		m[k] = v
+	}
+	for k, v := range i.Labels {
+		m[k] = v
+	}
+	return m
 }
 
 // Backend creates and finds sandboxes. Implementations are safe for

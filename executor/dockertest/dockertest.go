@@ -14,8 +14,14 @@ import (
 // Require returns a client of the real Docker daemon. Without a reachable
 // daemon the test is skipped, except when the CI environment variable is
 // set: then it fails, so CI never goes green without the real daemon.
+//
+// Under -short it always skips: `go test -short ./...` is the fast run
+// without Docker (the executor's logic runs on its fake backend there).
 func Require(t testing.TB) *client.Client {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs the Docker daemon; run without -short")
+	}
 	cli, err := client.New(client.FromEnv)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

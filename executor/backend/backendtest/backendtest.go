@@ -159,6 +159,47 @@ func Next(t *testing.T, ch <-chan string, what string) string {
 	return ""
 }
 
+// ReadAll reads r to its end; the test fails if that takes over 90 s (a
+// stream that never ends would otherwise hang the suite).
+func ReadAll(t *testing.T, r io.Reader, what string) ([]byte, error) {
+	t.Helper()
+	type result struct {
+		b   []byte
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		b, err := io.ReadAll(r)
+		ch <- result{b, err}
+	}()
+	select {
+	case res := <-ch:
+		return res.b, res.err
+	case <-time.After(90 * time.Second):
+		t.Fatalf("%s: no end of stream within 90 s", what)
+	}
+	return nil, nil
+}
+
+// Rest is what is left on ch up to its end; the test fails if ch has not
+// ended within 90 s.
+func Rest(t *testing.T, ch <-chan string, what string) []string {
+	t.Helper()
+	var rest []string
+	timeout := time.After(90 * time.Second)
+	for {
+		select {
+		case s, ok := <-ch:
+			if !ok {
+				return rest
+			}
+			rest = append(rest, s)
+		case <-timeout:
+			t.Fatalf("%s: no end of stream within 90 s (so far %q)", what, rest)
+		}
+	}
+}
+
 // WaitState polls State (which may lag the program) until ok, for 90 s.
 func WaitState(t *testing.T, b backend.Backend, id string, ok func(backend.State) bool) backend.State {
 	t.Helper()
@@ -207,8 +248,8 @@ func RoundTrip(t *testing.T, h Harness) {
 	if err := sb.Stdin.Close(); err != nil {
 		t.Fatalf("close stdin: %v", err)
 	}
-	for s := range out {
-		t.Fatalf("stdout after EOF: %q", s)
+	if rest := Rest(t, out, "stdout after EOF on stdin"); len(rest) > 0 {
+		t.Fatalf("stdout after EOF: %q", rest)
 	}
 	if st := WaitState(t, b, sb.ID, func(s backend.State) bool { return s.Exited }); st.ExitCode != 0 || st.OOMKilled {
 		t.Fatalf("State() after EOF = %+v, want exit 0", st)
@@ -327,7 +368,7 @@ func ExitCode(t *testing.T, h Harness) {
 	}
 	defer sb.Close()
 	go io.Copy(io.Discard, sb.Stderr)
-	if out, err := io.ReadAll(sb.Stdout); string(out) != "bye" || err != nil {
+	if out, err := ReadAll(t, sb.Stdout, "stdout"); string(out) != "bye" || err != nil {
 		t.Fatalf("stdout %q, %v; want bye", out, err)
 	}
 	if st := WaitState(t, b, sb.ID, func(s backend.State) bool { return s.Exited }); st.ExitCode != 3 || st.OOMKilled {
@@ -340,7 +381,7 @@ func ExitCode(t *testing.T, h Harness) {
 	}
 	defer sb2.Close()
 	go io.Copy(io.Discard, sb2.Stdout)
-	msg, _ := io.ReadAll(sb2.Stderr)
+	msg, _ := ReadAll(t, sb2.Stderr, "stderr")
 	if st := WaitState(t, b, sb2.ID, func(s backend.State) bool { return s.Exited }); st.ExitCode != 127 {
 		t.Fatalf("State() = %+v, want exit 127; stderr %q", st, msg)
 	}
@@ -363,7 +404,7 @@ print("survived", flush=True)
 	defer sb.Close()
 	go io.Copy(io.Discard, sb.Stderr)
 	io.WriteString(sb.Stdin, "go\n")
-	out, _ := io.ReadAll(sb.Stdout)
+	out, _ := ReadAll(t, sb.Stdout, "stdout of the program killed for memory")
 	if strings.Contains(string(out), "survived") {
 		t.Fatalf("allocating 512 MiB under a 64 MiB limit survived: %q", out)
 	}
@@ -387,8 +428,7 @@ func CloseEndsProgram(t *testing.T, h Harness) {
 	if err := sb.Close(); err != nil {
 		t.Fatalf("Close() = %v", err)
 	}
-	for range out {
-	}
+	Rest(t, out, "stdout after Close")
 	if _, err := io.WriteString(sb.Stdin, "x\n"); err == nil {
 		t.Error("write to Stdin after Close succeeded")
 	}
@@ -558,8 +598,13 @@ func Concurrent(t *testing.T, h Harness) {
 				defer sb.Close()
 				go io.Copy(io.Discard, sb.Stderr)
 				out := Lines(sb.Stdout)
-				if got := <-out; got != "ready\n" {
-					return fmt.Errorf("sandbox %d: first line %q", i, got)
+				select {
+				case got := <-out:
+					if got != "ready\n" {
+						return fmt.Errorf("sandbox %d: first line %q", i, got)
+					}
+				case <-time.After(60 * time.Second):
+					return fmt.Errorf("sandbox %d: no first line within 60 s", i)
 				}
 				for j := range 5 {
 					msg := fmt.Sprintf("sandbox %d line %d\n", i, j)

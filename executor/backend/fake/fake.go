@@ -1,0 +1,437 @@
+// Package fake is an in-process sandbox backend for unit tests of the
+// executor's logic (pool, sessions, time limits, OOM, reaping) without a
+// container runtime. Each sandbox is a goroutine that speaks the runner
+// protocol (package protocol) over in-memory pipes and runs a tiny script
+// language instead of Python, one statement per line of the code:
+//
+//	print TEXT     TEXT and a newline to stdout
+//	stderr TEXT    TEXT and a newline to stderr
+//	set NAME TEXT  a session global (kept across calls of one sandbox)
+//	get NAME       the global's value and a newline to stdout
+//	sleep MS       wait; past the run's timeout_ms the call answers
+//	               status "timeout" and the session's globals are lost
+//	hang           never answer, ignore interrupts (the server's own
+//	               timer must end the call)
+//	raise TYPE MSG status "error" with that exception
+//	oom            the sandbox is killed as by the OOM killer (streams
+//	               end, State says OOMKilled)
+//	exit N         the program ends with exit code N (streams end)
+//
+// Anything else is an error reply (type FakeError), so a test that sends
+// Python by mistake fails loudly. The fake is a test double of the runtime
+// and runner, not of the sandbox's security: real-daemon tests hold that.
+package fake
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
+)
+
+// Backend is the fake runtime. The zero value is not usable: call New.
+// Safe for concurrent use.
+type Backend struct {
+	// CreateDelay is how long each Create takes (honouring ctx).
+	CreateDelay time.Duration
+	// CreateHook, when set, is called first by every Create; an error it
+	// returns is Create's.
+	CreateHook func(spec backend.Spec) error
+
+	creates, removes atomic.Int64
+
+	mu    sync.Mutex
+	seq   int
+	boxes map[string]*box
+	all   []*box // every sandbox ever created, for MaxRuns
+}
+
+// New returns an empty fake runtime.
+func New() *Backend { return &Backend{boxes: map[string]*box{}} }
+
+var _ backend.Backend = (*Backend)(nil)
+
+// box is one fake sandbox.
+type box struct {
+	id      string
+	spec    backend.Spec
+	created time.Time
+
+	stdinR  *io.PipeReader
+	stdinW  *io.PipeWriter
+	stdoutR *io.PipeReader
+	stdoutW *io.PipeWriter
+	stderrR *io.PipeReader
+	stderrW *io.PipeWriter
+
+	mu      sync.Mutex
+	state   backend.State
+	runs    int
+	end     chan struct{} // closed when the program ends
+	endOnce sync.Once
+}
+
+// Creates and Removes count successful calls (Remove of an unknown id
+// included) since New.
+func (b *Backend) Creates() int64 { return b.creates.Load() }
+func (b *Backend) Removes() int64 { return b.removes.Load() }
+
+// Live is the number of sandboxes created and not removed.
+func (b *Backend) Live() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.boxes)
+}
+
+// MaxRuns is the most run requests any one sandbox has served.
+func (b *Backend) MaxRuns() int {
+	b.mu.Lock()
+	all := append([]*box(nil), b.all...)
+	b.mu.Unlock()
+	n := 0
+	for _, x := range all {
+		x.mu.Lock()
+		n = max(n, x.runs)
+		x.mu.Unlock()
+	}
+	return n
+}
+
+// Specs returns the Specs of the live sandboxes.
+func (b *Backend) Specs() []backend.Spec {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]backend.Spec, 0, len(b.boxes))
+	for _, x := range b.boxes {
+		out = append(out, x.spec)
+	}
+	return out
+}
+
+// Create starts a fake sandbox whose runner has sent its ready frame.
+func (b *Backend) Create(ctx context.Context, spec backend.Spec) (*backend.Sandbox, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	if b.CreateHook != nil {
+		if err := b.CreateHook(spec); err != nil {
+			return nil, err
+		}
+	}
+	if b.CreateDelay > 0 {
+		t := time.NewTimer(b.CreateDelay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("create sandbox: %w", ctx.Err())
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("create sandbox: %w", err)
+	}
+	x := newBox(spec)
+	b.mu.Lock()
+	b.seq++
+	x.id = fmt.Sprintf("fake-%d", b.seq)
+	b.boxes[x.id] = x
+	b.all = append(b.all, x)
+	b.mu.Unlock()
+	b.creates.Add(1)
+	go x.run()
+	return backend.NewSandbox(x.id, x.stdinW, x.stdoutR, x.stderrR, func() error {
+		// Detaching ends the program's stdin, as with a real attach.
+		x.stdinW.Close()
+		x.stdoutR.Close()
+		x.stderrR.Close()
+		return nil
+	}), nil
+}
+
+// Remove ends the program (killed) and forgets the sandbox.
+func (b *Backend) Remove(ctx context.Context, id string) error {
+	b.mu.Lock()
+	x := b.boxes[id]
+	delete(b.boxes, id)
+	b.mu.Unlock()
+	b.removes.Add(1)
+	if x != nil {
+		x.exit(137, false)
+	}
+	return nil
+}
+
+// List returns the live sandboxes whose labels include labels.
+func (b *Backend) List(ctx context.Context, labels map[string]string) ([]backend.Info, error) {
+	if err := backend.ValidateLabels(labels); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []backend.Info
+	for _, x := range b.boxes {
+		match := true
+		for k, v := range labels {
+			if got, ok := x.spec.Labels[k]; !ok || got != v {
+				match = false
+			}
+		}
+		if match {
+			out = append(out, backend.Info{ID: x.id, Labels: maps.Clone(x.spec.Labels), Annotations: maps.Clone(x.spec.Annotations), Created: x.created})
+		}
+	}
+	return out, nil
+}
+
+// State reports the program's state.
+func (b *Backend) State(ctx context.Context, id string) (backend.State, error) {
+	b.mu.Lock()
+	x := b.boxes[id]
+	b.mu.Unlock()
+	if x == nil {
+		return backend.State{}, fmt.Errorf("sandbox %s: %w", id, backend.ErrNotFound)
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.state, nil
+}
+
+// Adopt registers a sandbox as if another process had created it with
+// spec (a crash leftover for the reaper to judge); its program has ended.
+func (b *Backend) Adopt(spec backend.Spec) string {
+	x := newBox(spec)
+	x.exit(0, false)
+	b.mu.Lock()
+	b.seq++
+	x.id = fmt.Sprintf("fake-%d", b.seq)
+	b.boxes[x.id] = x
+	b.mu.Unlock()
+	return x.id
+}
+
+// Has says whether id is a live (not removed) sandbox.
+func (b *Backend) Has(id string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.boxes[id] != nil
+}
+
+// newBox is a sandbox whose program runs (until exit).
+func newBox(spec backend.Spec) *box {
+	x := &box{spec: spec, created: time.Now().UTC(), end: make(chan struct{})}
+	x.stdinR, x.stdinW = io.Pipe()
+	x.stdoutR, x.stdoutW = io.Pipe()
+	x.stderrR, x.stderrW = io.Pipe()
+	x.state = backend.State{Running: true, Reason: "running", StartedAt: x.created}
+	return x
+}
+
+// exit ends the program once: its streams end and State says so.
+func (x *box) exit(code int, oom bool) {
+	x.endOnce.Do(func() {
+		x.mu.Lock()
+		x.state.Running, x.state.Exited, x.state.ExitCode, x.state.OOMKilled = false, true, code, oom
+		x.state.Reason = "exited"
+		if oom {
+			x.state.Reason = "OOMKilled"
+		}
+		x.state.FinishedAt = time.Now().UTC()
+		x.mu.Unlock()
+		close(x.end)
+		x.stdoutW.CloseWithError(io.EOF)
+		x.stderrW.CloseWithError(io.EOF)
+		x.stdinR.Close()
+	})
+}
+
+// request is the part of a request frame the fake reads.
+type request struct {
+	Op     string `json:"op"`
+	ID     uint64 `json:"id"`
+	Nonce  string `json:"nonce"`
+	Code   string `json:"code"`
+	Path   string `json:"path"`
+	Data   []byte `json:"data"`
+	Limits struct {
+		TimeoutMS int64 `json:"timeout_ms"`
+	} `json:"limits"`
+}
+
+// run is the fake runner: ready, then one reply per request.
+func (x *box) run() {
+	reqs := make(chan request)
+	go func() {
+		defer close(reqs)
+		for {
+			data, err := protocol.ReadFrame(x.stdinR, func() int64 { return protocol.MaxRequestFrame })
+			if err != nil {
+				return
+			}
+			var r request
+			if json.Unmarshal(data, &r) != nil {
+				return
+			}
+			select {
+			case reqs <- r:
+			case <-x.end:
+				return
+			}
+		}
+	}()
+	if protocol.WriteFrame(x.stdoutW, protocol.Ready{Op: protocol.OpReady}) != nil {
+		x.exit(1, false)
+		return
+	}
+	globals := map[string]string{}
+	files := map[string][]byte{}
+	lost := false
+	for {
+		var r request
+		var ok bool
+		select {
+		case r, ok = <-reqs:
+		case <-x.end:
+			return
+		}
+		if !ok || r.Op == protocol.OpExit {
+			x.exit(0, false)
+			return
+		}
+		reply := protocol.Reply{ID: r.ID, Nonce: r.Nonce, Status: "ok"}
+		switch r.Op {
+		case protocol.OpRun:
+			x.mu.Lock()
+			x.runs++
+			x.mu.Unlock()
+			if !x.script(r, reqs, globals, &reply) {
+				return // the program ended or hangs until removed
+			}
+			if reply.Status == "timeout" {
+				clear(globals)
+				lost = true
+			} else if lost {
+				reply.StateLost, lost = true, false
+			}
+		case protocol.OpPreload, protocol.OpParse:
+			reply.Failed = []string{}
+		case protocol.OpWrite:
+			files[r.Path] = r.Data
+		case protocol.OpRead:
+			data, found := files[r.Path]
+			if !found {
+				reply.Status, reply.Error = "error", &protocol.RunError{Type: "FileNotFoundError", Message: r.Path + ": no such file"}
+			}
+			reply.Data = data
+		case protocol.OpList:
+			for p, d := range files {
+				reply.Entries = append(reply.Entries, protocol.Entry{Path: p, Size: int64(len(d))})
+			}
+		case protocol.OpInterrupt:
+			continue // nothing runs: nothing to interrupt
+		default:
+			reply.Status, reply.Error = "error", &protocol.RunError{Type: "FakeError", Message: "unknown op " + r.Op}
+		}
+		if protocol.WriteFrame(x.stdoutW, reply) != nil {
+			x.exit(1, false)
+			return
+		}
+	}
+}
+
+// script runs one run request's code into reply. It returns false when
+// the program ended (oom, exit) or hangs.
+func (x *box) script(r request, reqs <-chan request, globals map[string]string, reply *protocol.Reply) bool {
+	t0 := time.Now()
+	var out, errOut strings.Builder
+	defer func() {
+		reply.Stdout, reply.Stderr = out.String(), errOut.String()
+		reply.DurationMS = float64(time.Since(t0).Microseconds()) / 1000
+	}()
+	deadline := t0.Add(time.Duration(r.Limits.TimeoutMS) * time.Millisecond)
+	for n, line := range strings.Split(r.Code, "\n") {
+		cmd, arg, _ := strings.Cut(strings.TrimSpace(line), " ")
+		fail := func(typ, msg string) bool {
+			reply.Status, reply.Error = "error", &protocol.RunError{Type: typ, Message: msg, Line: n + 1}
+			return true
+		}
+		switch cmd {
+		case "":
+		case "print":
+			out.WriteString(arg + "\n")
+		case "stderr":
+			errOut.WriteString(arg + "\n")
+		case "set":
+			k, v, _ := strings.Cut(arg, " ")
+			globals[k] = v
+		case "get":
+			v, ok := globals[arg]
+			if !ok {
+				return fail("NameError", fmt.Sprintf("name %q is not defined", arg))
+			}
+			out.WriteString(v + "\n")
+		case "sleep":
+			ms, err := strconv.Atoi(arg)
+			if err != nil {
+				return fail("FakeError", "sleep wants milliseconds: "+arg)
+			}
+			wake := time.Now().Add(time.Duration(ms) * time.Millisecond)
+			if r.Limits.TimeoutMS > 0 && wake.After(deadline) {
+				wake = deadline
+			}
+			timer := time.NewTimer(time.Until(wake))
+			interrupted := false
+			for waiting := true; waiting; {
+				select {
+				case <-timer.C:
+					waiting = false
+				case q, ok := <-reqs:
+					if !ok {
+						timer.Stop()
+						x.exit(0, false)
+						return false
+					}
+					if q.Op == protocol.OpInterrupt {
+						interrupted, waiting = true, false
+						timer.Stop()
+					}
+				case <-x.end:
+					timer.Stop()
+					return false
+				}
+			}
+			if interrupted {
+				return fail("KeyboardInterrupt", "interrupted")
+			}
+			if r.Limits.TimeoutMS > 0 && !time.Now().Before(deadline) {
+				reply.Status = "timeout"
+				reply.Error = &protocol.RunError{Type: "Timeout", Message: fmt.Sprintf("the code ran past its time limit of %d ms", r.Limits.TimeoutMS), Line: n + 1}
+				return true
+			}
+		case "hang":
+			<-x.end
+			return false
+		case "raise":
+			typ, msg, _ := strings.Cut(arg, " ")
+			return fail(typ, msg)
+		case "oom":
+			x.exit(137, true)
+			return false
+		case "exit":
+			code, _ := strconv.Atoi(arg)
+			x.exit(code, false)
+			return false
+		default:
+			return fail("FakeError", "the fake runner does not know "+strconv.Quote(line))
+		}
+	}
+	return true
+}
