@@ -34,6 +34,9 @@ type Phase struct {
 // labels and is removed whatever happens. For `python-docker-mcp bench`;
 // safe for concurrent use, but measure one at a time for clean figures.
 func (e *Executor) MeasureSandbox(ctx context.Context, modules []string, preload bool, cpu func(id string) time.Duration) (phases []Phase, err error) {
+	if e.docker == nil {
+		return nil, errors.New("measuring a sandbox's phases needs the docker backend")
+	}
 	lim, err := resolveLimits(e.cfg.Docker, Limits{})
 	if err != nil {
 		return nil, err

@@ -1,6 +1,10 @@
 package executor
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+)
 
 // Errors callers branch on. All are wrapped with detail (which session,
 // which limit and its maximum, what to do); test with errors.Is.
@@ -22,10 +26,12 @@ var (
 	// ErrInvalidPath: a file path outside the working directory, with "..",
 	// or through a symlink that leaves it.
 	ErrInvalidPath = errors.New("invalid path")
-	// ErrDockerUnavailable: the Docker daemon cannot be reached.
-	ErrDockerUnavailable = errors.New("docker unavailable")
-	// ErrImageMissing: the sandbox image does not exist.
-	ErrImageMissing = errors.New("sandbox image missing")
+	// ErrDockerUnavailable: the sandbox backend (the Docker daemon, the
+	// Kubernetes API) cannot be reached. It is backend.ErrUnavailable.
+	ErrDockerUnavailable = backend.ErrUnavailable
+	// ErrImageMissing: the sandbox image does not exist. It is
+	// backend.ErrImageMissing.
+	ErrImageMissing = backend.ErrImageMissing
 	// ErrClosed: the executor was closed.
 	ErrClosed = errors.New("executor closed")
 )

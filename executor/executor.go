@@ -27,9 +27,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/moby/moby/client"
-
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
 
@@ -148,36 +149,22 @@ type Result struct {
 	SessionID string `json:"session_id,omitempty"`
 }
 
-// RunError describes an exception of the user's code (or why the sandbox
-// stopped). Line is 1-based in the submitted code, 0 when unknown;
-// Traceback holds only user frames (and library frames they called).
-type RunError struct {
-	Type    string `json:"type"`
-	Message string `json:"message"`
-	Line    int    `json:"line,omitempty"`
-	// Col is a syntax error's column (1-based, in characters).
-	Col       int    `json:"col,omitempty"`
-	Traceback string `json:"traceback,omitempty"`
-}
-
-// Dropped is a global left out of the returned state because it does not
-// round-trip through JSON.
-type Dropped struct {
-	Name string `json:"name"`
-	Type string `json:"type"`
-}
-
-// Image is one matplotlib figure left open by a run, rendered to PNG.
-type Image struct {
-	PNG    []byte `json:"png"`
-	Width  int    `json:"width"`
-	Height int    `json:"height"`
-}
+// RunError, Dropped and Image are the runner protocol's (see package
+// protocol): a Result passes them on as the runner sent them, capped.
+type (
+	RunError = protocol.RunError
+	Dropped  = protocol.Dropped
+	Image    = protocol.Image
+)
 
 // Executor runs code in sandboxes. Create it with New; Close removes every
 // sandbox it started.
 type Executor struct {
-	cfg      config.Config
+	cfg config.Config
+	be  backend.Backend
+	// docker is the Docker client for what only Docker has (package
+	// volumes, installers, the server's own container); nil on other
+	// backends.
 	docker   dockerAPI
 	log      *slog.Logger
 	instance string
@@ -206,36 +193,54 @@ type Executor struct {
 // reaper never touches their containers.
 var liveInstances sync.Map
 
-// New connects to Docker (DOCKER_HOST and friends, API version negotiated),
-// removes labelled containers that no live executor owns (crash leftovers),
-// and starts the session reaper and, with pool.enabled, the warm pool.
-// Docker unreachable is an error wrapping
+// New connects to Docker (DOCKER_HOST and friends, API version negotiated)
+// and returns an executor whose sandboxes are its containers (see
+// NewWithBackend). Docker unreachable is an error wrapping
 // ErrDockerUnavailable; a missing image is reported by the first run.
 func New(ctx context.Context, cfg config.Config) (*Executor, error) {
-	if cfg.Docker.Image == "" {
-		return nil, errors.New("docker.image is empty")
+	if err := checkConfig(cfg); err != nil {
+		return nil, err
 	}
-	if uid, _, ok := numericUser(cfg.Docker.User); !ok || uid == "0" {
-		return nil, fmt.Errorf("docker.user %q must be a numeric non-root uid:gid such as 1000:1000", cfg.Docker.User)
-	}
-	cli, err := client.New(client.FromEnv)
+	cli, err := docker.Connect(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrDockerUnavailable, err)
+		return nil, err
 	}
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := cli.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
-		cli.Close()
-		return nil, fmt.Errorf("%w at %s: %v (start Docker or set DOCKER_HOST)", ErrDockerUnavailable, cli.DaemonHost(), err)
-	}
-	return newExecutor(ctx, cfg, cli, slog.Default())
+	return newExecutor(ctx, cfg, docker.New(cli), cli, slog.Default())
 }
 
-func newExecutor(ctx context.Context, cfg config.Config, docker dockerAPI, log *slog.Logger) (*Executor, error) {
+// NewWithBackend returns an executor whose sandboxes live in b (the Docker
+// backend, Kubernetes, a test's fake). Package volumes and install-package
+// need Docker: with any other backend, Install fails saying so. Like New,
+// it removes labelled sandboxes that no live executor owns (crash
+// leftovers) and starts the session reaper and, with pool.enabled, the
+// warm pool. log nil means slog.Default().
+func NewWithBackend(ctx context.Context, cfg config.Config, b backend.Backend, log *slog.Logger) (*Executor, error) {
+	if err := checkConfig(cfg); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return newExecutor(ctx, cfg, b, nil, log)
+}
+
+func checkConfig(cfg config.Config) error {
+	if cfg.Docker.Image == "" {
+		return errors.New("docker.image is empty")
+	}
+	if uid, _, ok := numericUser(cfg.Docker.User); !ok || uid == "0" {
+		return fmt.Errorf("docker.user %q must be a numeric non-root uid:gid such as 1000:1000", cfg.Docker.User)
+	}
+	return nil
+}
+
+// newExecutor: cli is nil, or the Docker client b runs on.
+func newExecutor(ctx context.Context, cfg config.Config, b backend.Backend, cli dockerAPI, log *slog.Logger) (*Executor, error) {
 	host, _ := os.Hostname()
 	e := &Executor{
 		cfg:       cfg,
-		docker:    docker,
+		be:        b,
+		docker:    cli,
 		log:       log,
 		instance:  randomHex(8),
 		pid:       os.Getpid(),
@@ -248,9 +253,9 @@ func newExecutor(ctx context.Context, cfg config.Config, docker dockerAPI, log *
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
-	e.self = selfIdentity(ctx, docker)
+	e.self = selfIdentity(ctx, cli)
 	if n, err := e.reapOrphans(ctx); err != nil {
-		docker.Close()
+		e.closeDocker()
 		return nil, err
 	} else if n > 0 {
 		log.Info("removed leftover sandboxes", "count", n)
@@ -271,6 +276,13 @@ func newExecutor(ctx context.Context, cfg config.Config, docker dockerAPI, log *
 	return e, nil
 }
 
+func (e *Executor) closeDocker() error {
+	if e.docker == nil {
+		return nil
+	}
+	return e.docker.Close()
+}
+
 func randomHex(n int) string {
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {
@@ -283,17 +295,15 @@ func randomHex(n int) string {
 // are gone (see ownerCheck.alive): crashed or closed executors of this
 // host or pid namespace, and servers whose container no longer runs.
 func (e *Executor) reapOrphans(ctx context.Context) (int, error) {
-	list, err := e.docker.ContainerList(ctx, client.ContainerListOptions{
-		All:     true,
-		Filters: make(client.Filters).Add("label", LabelKind),
-	})
+	list, err := e.be.List(ctx, nil)
 	if err != nil {
-		return 0, e.dockerErr("list sandboxes", err)
+		return 0, fmt.Errorf("list sandboxes: %w", err)
 	}
 	owners := e.newOwnerCheck(ctx)
 	n := 0
-	for _, c := range list.Items {
-		if owners.alive(c.Labels) {
+	for _, c := range list {
+		l := c.All()
+		if l[LabelKind] == "" || c.Removing || owners.alive(l) {
 			continue
 		}
 		e.removeContainer(c.ID)
@@ -370,7 +380,7 @@ func (e *Executor) Close(ctx context.Context) error {
 		e.log.Warn("sandboxes left behind; the next start removes them", "count", n)
 	}
 	liveInstances.Delete(e.instance)
-	return e.docker.Close()
+	return e.closeDocker()
 }
 
 // prepare validates a request and resolves its limits.
@@ -481,7 +491,7 @@ func (e *Executor) finish(sb *sandbox) {
 	if sb.dead.Load() {
 		return
 	}
-	_ = writeFrame(sb.conn.Conn, map[string]any{"op": "exit"})
+	_ = writeFrame(sb.box.Stdin, map[string]any{"op": "exit"})
 	if !e.bgAdd() {
 		e.destroy(sb)
 		return

@@ -23,6 +23,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 )
 
 // PackagesDir is where a sandbox sees its package volume, read-only. The
@@ -310,6 +311,9 @@ func (e *Executor) Installed(owner, sessionID string) (int, error) {
 // Result (see Status); an error means the install could not run. Safe for
 // concurrent use.
 func (e *Executor) Install(ctx context.Context, req InstallRequest) (*InstallResult, error) {
+	if e.docker == nil {
+		return nil, fmt.Errorf("%w: install-package needs the docker backend (package volumes are Docker-only); preinstall packages in the sandbox image instead (image.packages)", ErrInvalidRequest)
+	}
 	if err := checkRequirement(req.Name, req.Specifier); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
@@ -407,12 +411,13 @@ func (e *Executor) runInstaller(ctx context.Context, meta sandboxMeta, req Insta
 	if err != nil {
 		return nil, e.dockerErr("attach installer", err)
 	}
-	sb.conn = att.HijackedResponse
+	conn := att.HijackedResponse
+	sb.box = backend.NewSandbox(sb.id, nil, nil, nil, func() error { conn.Close(); return nil })
 	out := &installOutput{max: maxInstallOutput, progress: req.progress}
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
-		_, _ = stdcopy.StdCopy(out, out, sb.conn.Reader)
+		_, _ = stdcopy.StdCopy(out, out, conn.Reader)
 		out.flush()
 	}()
 	// The wait is registered before the start so a fast exit is not missed.
@@ -587,7 +592,7 @@ var _ io.Writer = (*installOutput)(nil)
 // running) or gone is left alone: Close sweeps the executor's volumes and
 // the next start reaps those of dead executors.
 func (e *Executor) removeVolume(name string) {
-	if name == "" {
+	if name == "" || e.docker == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -608,6 +613,9 @@ func (e *Executor) sessionGone(id string) bool {
 
 // reapVolumes removes package volumes that keep is false for (by label).
 func (e *Executor) reapVolumes(ctx context.Context, keep func(labels map[string]string) bool) int {
+	if e.docker == nil {
+		return 0
+	}
 	list, err := e.docker.VolumeList(ctx, client.VolumeListOptions{Filters: make(client.Filters).Add("label", LabelKind+"="+KindPackages)})
 	if err != nil {
 		e.log.Warn("list package volumes", "err", err)

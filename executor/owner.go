@@ -68,6 +68,9 @@ func selfIdentity(ctx context.Context, docker dockerAPI) identity {
 	if ns, err := os.Readlink("/proc/self/ns/pid"); err == nil {
 		id.pidns = ns
 	}
+	if docker == nil {
+		return id // not on Docker: no server container to find
+	}
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return id
@@ -138,6 +141,9 @@ func (o *ownerCheck) alive(l map[string]string) bool {
 func (o *ownerCheck) containerRunning(id string) bool {
 	if v, ok := o.running[id]; ok {
 		return v
+	}
+	if o.e.docker == nil {
+		return true // cannot say
 	}
 	res, err := o.e.docker.ContainerInspect(o.ctx, id, client.ContainerInspectOptions{})
 	v := true

@@ -12,19 +12,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/moby/client"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 )
 
-// removeOnly is a Docker client that can only remove containers: all a
-// round trip that ends in a kill needs.
+// removeOnly is a backend that can only remove sandboxes: all a round
+// trip that ends in a kill needs.
 type removeOnly struct {
-	dockerAPI
+	backend.Backend
 	removed atomic.Int32
 }
 
-func (r *removeOnly) ContainerRemove(context.Context, string, client.ContainerRemoveOptions) (client.ContainerRemoveResult, error) {
+func (r *removeOnly) Remove(context.Context, string) error {
 	r.removed.Add(1)
-	return client.ContainerRemoveResult{}, nil
+	return nil
 }
 
 // fakeSandbox is a sandbox whose frames the test sends; requests written
@@ -32,10 +32,10 @@ func (r *removeOnly) ContainerRemove(context.Context, string, client.ContainerRe
 func fakeSandbox(t *testing.T) (*Executor, *removeOnly, *sandbox, <-chan map[string]any) {
 	t.Helper()
 	docker := &removeOnly{}
-	e := &Executor{docker: docker, log: slog.New(slog.NewTextHandler(io.Discard, nil)), live: map[string]*sandbox{}, unremoved: map[string]bool{}}
+	e := &Executor{be: docker, log: slog.New(slog.NewTextHandler(io.Discard, nil)), live: map[string]*sandbox{}, unremoved: map[string]bool{}}
 	server, runnerEnd := net.Pipe()
 	sb := &sandbox{id: "fake", meta: sandboxMeta{Kind: KindTransient}, frames: make(chan frameOrErr, 4), stderr: &tailBuffer{max: 1024}, quit: make(chan struct{})}
-	sb.conn.Conn = server
+	sb.box = backend.NewSandbox("fake", server, nil, nil, server.Close)
 	sb.limit.Store(idleFrameLimit)
 	reqs := make(chan map[string]any, 4)
 	go func() {

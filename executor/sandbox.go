@@ -12,13 +12,16 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/image"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 )
 
-// dockerAPI is the part of the Docker client the executor uses.
+// dockerAPI is the part of the Docker client the executor uses for what
+// only Docker has: package volumes, installer containers, and finding the
+// server's own container. Sandboxes go through the backend.
 type dockerAPI interface {
 	Ping(ctx context.Context, options client.PingOptions) (client.PingResult, error)
 	ContainerCreate(ctx context.Context, options client.ContainerCreateOptions) (client.ContainerCreateResult, error)
@@ -44,7 +47,7 @@ type sandbox struct {
 	id     string
 	meta   sandboxMeta
 	lim    Limits
-	conn   client.HijackedResponse
+	box    *backend.Sandbox // the attach streams; nil before they exist
 	frames chan frameOrErr
 	stderr *tailBuffer
 	nextID uint64
@@ -103,7 +106,7 @@ func (e *Executor) dockerErr(op string, err error) error {
 	return fmt.Errorf("%s: %w", op, err)
 }
 
-// start creates, attaches and starts a sandbox and waits for the runner's
+// start creates a sandbox through the backend and waits for the runner's
 // ready frame. On failure nothing is left behind.
 func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *sandbox, err error) {
 	defer func() { e.counts.countStart(err) }()
@@ -112,60 +115,42 @@ func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *
 	if meta.Created.IsZero() {
 		meta.Created = time.Now()
 	}
+	if e.docker == nil {
+		meta.Packages = "" // package volumes are Docker-only
+	}
 	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
-	cfg, host := containerSpec(e.cfg.Docker, lim, meta)
-	// Creation is not cancelled with ctx: a create aborted on the client side
-	// may still complete in the daemon and leave an untracked container.
-	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), startupTimeout)
-	created, err := e.docker.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host})
-	ccancel()
+	box, err := e.be.Create(ctx, sandboxSpec(e.cfg.Docker, lim, meta))
 	if err != nil {
-		return nil, e.dockerErr("create sandbox", err)
+		return nil, e.createErr(err)
 	}
-	sb := &sandbox{id: created.ID, meta: meta, lim: lim, frames: make(chan frameOrErr, 1), stderr: &tailBuffer{max: 16 << 10}, quit: make(chan struct{})}
+	sb := &sandbox{id: box.ID, box: box, meta: meta, lim: lim, frames: make(chan frameOrErr, 1), stderr: &tailBuffer{max: 16 << 10}, quit: make(chan struct{})}
 	sb.limit.Store(idleFrameLimit)
 	if !e.track(sb) {
+		box.Close()
 		e.removeContainer(sb.id)
 		return nil, ErrClosed
 	}
 	fail := func(op string, err error) (*sandbox, error) {
 		e.destroy(sb)
-		return nil, e.dockerErr(op, err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	att, err := e.docker.ContainerAttach(ctx, sb.id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
-	if err != nil {
-		return fail("attach sandbox", err)
-	}
-	sb.conn = att.HijackedResponse
-	pr, pw := io.Pipe()
-	go func() {
-		_, err := stdcopy.StdCopy(pw, sb.stderr, sb.conn.Reader)
-		if err == nil {
-			err = io.EOF
-		}
-		pw.CloseWithError(err)
-	}()
+	go io.Copy(sb.stderr, box.Stderr)
 	go func() {
 		for {
-			data, err := readFrame(pr, sb.limit.Load)
+			data, err := readFrame(box.Stdout, sb.limit.Load)
 			select {
 			case sb.frames <- frameOrErr{data, err}:
 			case <-sb.quit:
-				pr.CloseWithError(io.ErrClosedPipe)
 				close(sb.frames)
 				return
 			}
 			if err != nil {
-				pr.CloseWithError(err)
 				close(sb.frames)
 				return
 			}
 		}
 	}()
-	if _, err := e.docker.ContainerStart(ctx, sb.id, client.ContainerStartOptions{}); err != nil {
-		return fail("start sandbox", err)
-	}
 	select {
 	case f, ok := <-sb.frames:
 		if !ok || f.err != nil {
@@ -187,6 +172,14 @@ func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *
 	return sb, nil
 }
 
+// createErr says what to do about a backend's Create error.
+func (e *Executor) createErr(err error) error {
+	if errors.Is(err, backend.ErrImageMissing) && !image.Managed(e.cfg.Docker.Image) {
+		return fmt.Errorf("create sandbox: %w: %s is not built by python-docker-mcp: pull it or build it yourself (docker.image names it)", ErrImageMissing, e.cfg.Docker.Image)
+	}
+	return err
+}
+
 // destroy kills and removes a sandbox's container. It uses its own context:
 // it runs after the caller's context may be gone.
 func (e *Executor) destroy(sb *sandbox) {
@@ -196,8 +189,8 @@ func (e *Executor) destroy(sb *sandbox) {
 	sb.dead.Store(true)
 	sb.once.Do(func() {
 		close(sb.quit)
-		if sb.conn.Conn != nil {
-			sb.conn.Close()
+		if sb.box != nil {
+			sb.box.Close()
 		}
 		e.removeContainer(sb.id)
 		e.untrack(sb)
@@ -215,8 +208,7 @@ func (e *Executor) destroy(sb *sandbox) {
 func (e *Executor) removeContainer(id string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := e.docker.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-	if err != nil && !cerrdefs.IsNotFound(err) {
+	if err := e.be.Remove(ctx, id); err != nil {
 		e.log.Warn("remove sandbox; will retry", "container", id, "err", err)
 		e.mu.Lock()
 		e.unremoved[id] = true
@@ -243,32 +235,7 @@ func (e *Executor) retryRemovals() {
 
 // runnerResponse is the runner's answer to one request. It comes from
 // inside the sandbox: decodeReply and capResult check it before use.
-type runnerResponse struct {
-	ID              uint64          `json:"id"`
-	Nonce           string          `json:"nonce"`
-	Status          string          `json:"status"`
-	Stdout          string          `json:"stdout"`
-	Stderr          string          `json:"stderr"`
-	StdoutTruncated bool            `json:"stdout_truncated"`
-	StderrTruncated bool            `json:"stderr_truncated"`
-	Result          *string         `json:"result"`
-	Error           *RunError       `json:"error"`
-	State           json.RawMessage `json:"state"`
-	DroppedState    []Dropped       `json:"dropped_state"`
-	Images          []Image         `json:"images"`
-	Files           []string        `json:"files"`
-	DurationMS      float64         `json:"duration_ms"`
-	StateLost       bool            `json:"state_lost"`
-	Failed          []string        `json:"failed"`
-	Syntax          *SyntaxError    `json:"syntax"`
-	Data            []byte          `json:"data"`
-	Entries         []struct {
-		Path    string `json:"path"`
-		Size    int64  `json:"size"`
-		Dir     bool   `json:"dir"`
-		MTimeNS int64  `json:"mtime_ns"`
-	} `json:"entries"`
-}
+type runnerResponse = protocol.Reply
 
 // outcome of one round trip when the runner did not answer.
 type failure struct {
@@ -296,7 +263,7 @@ func (e *Executor) roundTrip(ctx context.Context, sb *sandbox, req map[string]an
 	req["nonce"] = nonce
 	sb.limit.Store(limit)
 	defer sb.limit.Store(idleFrameLimit)
-	if err := writeFrame(sb.conn.Conn, req); err != nil {
+	if err := writeFrame(sb.box.Stdin, req); err != nil {
 		return nil, e.diagnose(sb, "writing to the runner failed: "+err.Error()), nil
 	}
 	timer := time.NewTimer(hard)
@@ -333,7 +300,7 @@ func (e *Executor) roundTrip(ctx context.Context, sb *sandbox, req map[string]an
 				e.destroy(sb)
 				return nil, nil, cancelErr
 			}
-			_ = writeFrame(sb.conn.Conn, map[string]any{"op": "interrupt", "id": id})
+			_ = writeFrame(sb.box.Stdin, map[string]any{"op": "interrupt", "id": id})
 			timer.Reset(interruptGrace)
 		case <-timer.C:
 			if cancelErr != nil {
@@ -362,18 +329,21 @@ func (e *Executor) diagnose(sb *sandbox, what string) *failure {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	f := &failure{status: "killed", reason: what}
-	wait := e.docker.ContainerWait(ctx, sb.id, client.ContainerWaitOptions{Condition: "not-running"})
-	select {
-	case <-wait.Result:
-	case <-wait.Error:
-	case <-time.After(3 * time.Second):
+	// The backend may learn of the end a little after the streams close.
+	var st backend.State
+	var err error
+	for deadline := time.Now().Add(3 * time.Second); ; {
+		st, err = e.be.State(ctx, sb.id)
+		if err != nil || !st.Running || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	if ins, err := e.docker.ContainerInspect(ctx, sb.id, client.ContainerInspectOptions{}); err == nil && ins.Container.State != nil {
-		st := ins.Container.State
+	if err == nil {
 		if st.OOMKilled {
 			f.status = "oom"
 			f.reason = fmt.Sprintf("the sandbox ran out of memory (limit %d bytes) and was killed", sb.lim.Memory)
-		} else if !st.Running {
+		} else if st.Exited {
 			f.reason = fmt.Sprintf("%s (exit code %d)", what, st.ExitCode)
 		}
 	}

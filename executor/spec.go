@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/mount"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/runner"
 )
 
@@ -38,9 +39,6 @@ const (
 // its own file name, so tracebacks and the import guard can tell its frames
 // from user code's "<string>".
 const runnerBootstrap = "import sys; exec(compile(sys.argv.pop(1), '<pdm-runner>', 'exec'))"
-
-// nofile is the open-files ulimit (soft and hard) of every sandbox.
-const nofile = 1024
 
 // Limits are the resource limits of one run. A zero field means the
 // operator's value from config.Docker; a request may lower a limit, never
@@ -138,29 +136,43 @@ func (m sandboxMeta) labels() map[string]string {
 	return l
 }
 
-// containerSpec is the whole hardening of a sandbox: a pure function from the
-// operator's Docker config, the run's resolved limits and the sandbox's
-// labels to the container's Config and HostConfig. Every field used is
-// honoured by Docker API 1.41.
+// containerSpec is the whole hardening of a sandbox on Docker: the Spec
+// sandboxSpec builds, in Docker's terms (docker.ContainerConfig). A pure
+// function, table-tested without a daemon.
 func containerSpec(d config.Docker, lim Limits, meta sandboxMeta) (*container.Config, *container.HostConfig) {
+	return docker.ContainerConfig(sandboxSpec(d, lim, meta))
+}
+
+// sandboxSpec is one sandbox for any backend: a pure function from the
+// operator's sandbox config, the run's resolved limits and the sandbox's
+// metadata. Labels carry what the reaper and tests select on (kind,
+// session, instance, pid), all valid Kubernetes label values; free text
+// (owner, created, host, pid namespace, server container) goes in
+// Annotations. Docker keeps both as container labels, under the same
+// names as ever.
+func sandboxSpec(d config.Docker, lim Limits, meta sandboxMeta) backend.Spec {
 	workdir := d.WorkingDir
 	if workdir == "" {
 		workdir = "/workspace"
 	}
-	cfg := &container.Config{
-		Image:        d.Image,
-		User:         d.User,
-		WorkingDir:   workdir,
-		Hostname:     "sandbox",
-		AttachStdin:  true,
-		AttachStdout: true,
-		AttachStderr: true,
-		OpenStdin:    true,
-		// The runner exits when the server's attach goes away, so a crashed
-		// server leaves stopped containers (reaped at the next start), not
-		// running interpreters.
-		StdinOnce:  true,
-		Entrypoint: []string{"python3", "-I", "-B", "-c", runnerBootstrap, runner.Source},
+	all := meta.labels()
+	labels, annotations := map[string]string{}, map[string]string{}
+	for k, v := range all {
+		switch k {
+		case LabelKind, LabelSession, LabelInstance, LabelPID:
+			labels[k] = v
+		default:
+			annotations[k] = v
+		}
+	}
+	spec := backend.Spec{
+		Image: d.Image,
+		// The runner exits when the server's attach goes away, so a
+		// crashed server leaves stopped sandboxes (reaped at the next
+		// start), not running interpreters.
+		Command:    []string{"python3", "-I", "-B", "-c", runnerBootstrap, runner.Source},
+		User:       d.User,
+		WorkingDir: workdir,
 		Env: []string{
 			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 			"HOME=" + workdir,
@@ -174,65 +186,21 @@ func containerSpec(d config.Docker, lim Limits, meta sandboxMeta) (*container.Co
 			"PYTHONDONTWRITEBYTECODE=1",
 			"PYTHONUNBUFFERED=1",
 		},
-		Labels:     meta.labels(),
-		StopSignal: "SIGKILL",
-	}
-	tmpOpts := []string{"rw", "noexec", "nosuid", "nodev"}
-	// The workspace is noexec too: a library written there cannot be
-	// mapped executable (the kernel refuses), whatever the code's
-	// capabilities say.
-	wsOpts := []string{"rw", "noexec", "nosuid", "nodev"}
-	if d.TmpSize > 0 {
-		tmpOpts = append(tmpOpts, "size="+strconv.FormatInt(int64(d.TmpSize), 10))
-	}
-	if d.WorkspaceSize > 0 {
-		wsOpts = append(wsOpts, "size="+strconv.FormatInt(int64(d.WorkspaceSize), 10))
-	}
-	if uid, gid, ok := numericUser(d.User); ok {
-		wsOpts = append(wsOpts, "uid="+uid, "gid="+gid, "mode=0700")
-		tmpOpts = append(tmpOpts, "mode=1777")
-	}
-	// No Docker init: the runner is process 1. Docker's init would hold
-	// the attached stdin/stdout while dumpable, so any process of the
-	// sandbox could write frames to /proc/1/fd/1; the runner is
-	// non-dumpable and reaps orphans itself.
-	init := false
-	host := &container.HostConfig{
-		NetworkMode:    "bridge",
-		ReadonlyRootfs: d.ReadOnly,
-		Tmpfs: map[string]string{
-			"/tmp":  strings.Join(tmpOpts, ","),
-			workdir: strings.Join(wsOpts, ","),
-		},
-		CapDrop:     []string{"ALL"},
-		SecurityOpt: []string{"no-new-privileges:true"},
-		LogConfig:   container.LogConfig{Type: "none"},
-		IpcMode:     "private",
-		Init:        &init,
-		Runtime:     d.Runtime,
-		ShmSize:     16 << 20,
-		Resources: container.Resources{
-			Ulimits: []*container.Ulimit{{Name: "nofile", Soft: nofile, Hard: nofile}},
-		},
-	}
-	if d.NetworkDisabled {
-		host.NetworkMode = "none"
+		Labels:          labels,
+		Annotations:     annotations,
+		MemoryBytes:     lim.Memory,
+		CPUs:            lim.CPUs,
+		Pids:            lim.Pids,
+		TmpBytes:        int64(d.TmpSize),
+		WorkspaceBytes:  int64(d.WorkspaceSize),
+		ReadOnlyRoot:    d.ReadOnly,
+		NetworkDisabled: d.NetworkDisabled,
+		Runtime:         d.Runtime,
 	}
 	if meta.Packages != "" {
-		host.Mounts = []mount.Mount{packagesMount(meta, true)}
+		spec.Volumes = []backend.Volume{{Name: meta.Packages, Path: PackagesDir, ReadOnly: true, Labels: volumeLabels(meta)}}
 	}
-	if lim.Memory > 0 {
-		host.Memory = lim.Memory
-		host.MemorySwap = lim.Memory
-	}
-	if lim.CPUs > 0 {
-		host.NanoCPUs = int64(math.Round(lim.CPUs * 1e9))
-	}
-	if lim.Pids > 0 {
-		p := lim.Pids
-		host.PidsLimit = &p
-	}
-	return cfg, host
+	return spec
 }
 
 // numericUser splits a "uid:gid" of numbers; the tmpfs owner options need

@@ -10,6 +10,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/runner"
 )
 
@@ -68,6 +69,9 @@ func TestContainerSpec(t *testing.T) {
 	labels := map[string]string{
 		LabelKind: "persistent", LabelSession: "abc", LabelOwner: "alice", LabelCreated: "2026-11-22T01:02:03Z",
 		LabelInstance: "i1", LabelPID: "42", LabelHost: "h",
+		// The Docker backend's own: which labels are annotations (free
+		// text) for the other backends.
+		docker.LabelAnnotations: "python-docker-mcp.created,python-docker-mcp.host,python-docker-mcp.owner",
 	}
 	base := hardening{
 		User:           "1000:1000",

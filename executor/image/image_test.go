@@ -3,6 +3,7 @@ package image
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -135,7 +136,9 @@ func TestBuildAndRebuild(t *testing.T) {
 		t.Skip("building images needs root")
 	}
 	ctx := context.Background()
-	ref := ManagedRepository + ":recipe-test"
+	// A tag of this run's own: one left by an earlier run that was killed
+	// would make the first Ensure a no-op.
+	ref := fmt.Sprintf("%s:recipe-test-%d", ManagedRepository, time.Now().UnixNano())
 	defer cli.ImageRemove(context.Background(), ref, client.ImageRemoveOptions{Force: true, PruneChildren: true})
 
 	cfg := config.Default()

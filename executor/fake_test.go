@@ -1,0 +1,352 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend/fake"
+)
+
+// The tests in this file run the executor's own logic (pool, sessions,
+// time limits, OOM, reaping, Close) on the in-process fake backend: no
+// Docker, so they run under -short too. Their code is the fake runner's
+// script language (package fake), not Python. The real-daemon tests in the
+// other files hold the same behaviour end to end.
+
+// newFake starts an executor on a fresh fake backend with the default
+// config (pool off unless edit turns it on) and checks, when the test
+// ends, that Close left no sandbox behind.
+func newFake(t *testing.T, edit func(*config.Config)) (*Executor, *fake.Backend) {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Pool.Enabled = false
+	if edit != nil {
+		edit(&cfg)
+	}
+	fb := fake.New()
+	e, err := NewWithBackend(context.Background(), cfg, fb, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatalf("NewWithBackend: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := e.Close(context.Background()); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		if n := fb.Live(); n != 0 {
+			t.Errorf("%d sandbox(es) left after Close: %v", n, fb.Specs())
+		}
+	})
+	return e, fb
+}
+
+// eventually waits (generously: the machine may be loaded) for cond.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still not true after 20 s: %s", what)
+		}
+	}
+}
+
+func TestFakeTransientRunsOnceAndRemoves(t *testing.T) {
+	e, fb := newFake(t, nil)
+	ctx := tctx(t, time.Minute)
+	res, err := e.Transient(ctx, Request{Code: "print hello\nstderr warn"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != "ok" || res.Stdout != "hello\n" || res.Stderr != "warn\n" {
+		t.Errorf("Transient = %+v, want ok with hello on stdout and warn on stderr", res)
+	}
+	eventually(t, "the transient sandbox is removed after its call", func() bool { return fb.Live() == 0 })
+	if fb.Creates() != 1 {
+		t.Errorf("%d sandboxes created for one cold call, want 1", fb.Creates())
+	}
+}
+
+func TestFakeErrorCarriesLine(t *testing.T) {
+	e, _ := newFake(t, nil)
+	res, err := e.Transient(tctx(t, time.Minute), Request{Code: "print a\nraise ValueError bad value"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != "error" || res.Error == nil || res.Error.Type != "ValueError" || res.Error.Line != 2 || res.Stdout != "a\n" {
+		t.Errorf("Transient = %+v (error %+v), want status error, ValueError on line 2, stdout kept", res, res.Error)
+	}
+}
+
+// TestFakeTimeout: the runner answers a call past its limit with timeout;
+// one that never answers is ended by the server's own timer, and its
+// sandbox is killed and removed either way.
+func TestFakeTimeout(t *testing.T) {
+	e, fb := newFake(t, nil)
+	ctx := tctx(t, time.Minute)
+	lim := Limits{Timeout: 100 * time.Millisecond}
+	res, err := e.Transient(ctx, Request{Code: "sleep 60000", Limits: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != "timeout" {
+		t.Errorf("runner-side timeout: status %q (%+v), want timeout", res.Status, res.Error)
+	}
+	res, err = e.Transient(ctx, Request{Code: "hang", Limits: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != "timeout" || res.Error == nil || !strings.Contains(res.Error.Message, "killed") {
+		t.Errorf("a runner that never answers: %+v (error %+v), want timeout saying the sandbox was killed", res, res.Error)
+	}
+	eventually(t, "both sandboxes removed", func() bool { return fb.Live() == 0 })
+}
+
+func TestFakeOOM(t *testing.T) {
+	e, fb := newFake(t, nil)
+	res, err := e.Transient(tctx(t, time.Minute), Request{Code: "print before\noom"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != "oom" || res.Error == nil || res.Error.Type != "OutOfMemory" || !strings.Contains(res.Error.Message, "out of memory") {
+		t.Errorf("OOM: %+v (error %+v), want status oom, OutOfMemory, saying so", res, res.Error)
+	}
+	eventually(t, "the OOM-killed sandbox is removed", func() bool { return fb.Live() == 0 })
+}
+
+func TestFakeCreateFailure(t *testing.T) {
+	e, fb := newFake(t, nil)
+	fb.CreateHook = func(backend.Spec) error {
+		return errors.Join(errors.New("create sandbox"), backend.ErrImageMissing)
+	}
+	_, err := e.Transient(tctx(t, time.Minute), Request{Code: "print x"})
+	if !errors.Is(err, ErrImageMissing) {
+		t.Errorf("Transient with the image missing: %v, want ErrImageMissing", err)
+	}
+}
+
+// TestFakeSession: globals live across calls; a timeout loses them and the
+// next call says so; an OOM loses the sandbox, and the session goes on in
+// a new one with state_lost; Cleanup removes it.
+func TestFakeSession(t *testing.T) {
+	e, fb := newFake(t, nil)
+	ctx := tctx(t, time.Minute)
+	call := func(sid, code string) *Result {
+		t.Helper()
+		res, _, err := e.Persistent(ctx, sid, Request{Owner: "alice", Code: code, Limits: Limits{Timeout: 200 * time.Millisecond}})
+		if err != nil {
+			t.Fatalf("Persistent(%q): %v", code, err)
+		}
+		return res
+	}
+	sid := call("", "set x 1").SessionID
+	if res := call(sid, "get x"); res.Stdout != "1\n" || res.StateLost {
+		t.Errorf("second call = %+v, want x == 1 and no state lost", res)
+	}
+	if res := call(sid, "sleep 60000"); res.Status != "timeout" {
+		t.Errorf("sleep past the limit: %+v, want timeout", res)
+	}
+	if res := call(sid, "get x"); res.Status != "error" || !res.StateLost {
+		t.Errorf("after a timeout: %+v, want NameError with state_lost", res)
+	}
+	call(sid, "set y 2")
+	if res := call(sid, "oom"); res.Status != "oom" || !res.StateLost {
+		t.Errorf("OOM in a session: %+v, want oom with state_lost", res)
+	}
+	if res := call(sid, "get y"); res.Status != "error" || res.Error.Type != "NameError" {
+		t.Errorf("after the OOM: %+v, want a fresh interpreter (NameError)", res)
+	}
+	if fb.Creates() != 2 {
+		t.Errorf("%d sandboxes created, want 2 (the first, and one after the OOM)", fb.Creates())
+	}
+	if _, _, err := e.Persistent(ctx, sid, Request{Owner: "mallory", Code: "get y"}); !errors.Is(err, ErrUnknownSession) {
+		t.Errorf("another owner's call: %v, want ErrUnknownSession", err)
+	}
+	if err := e.Cleanup(ctx, "alice", sid); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the session's sandbox is removed by Cleanup", func() bool { return fb.Live() == 0 })
+	if _, _, err := e.Persistent(ctx, sid, Request{Owner: "alice", Code: "get y"}); !errors.Is(err, ErrUnknownSession) {
+		t.Errorf("after Cleanup: %v, want ErrUnknownSession", err)
+	}
+}
+
+// TestFakeSessionSerializes: two calls on one session never overlap; the
+// second waits for the first and says so.
+func TestFakeSessionSerializes(t *testing.T) {
+	e, _ := newFake(t, nil)
+	ctx := tctx(t, time.Minute)
+	_, sid, err := e.Persistent(ctx, "", Request{Owner: "o", Code: "set n 0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var waited []string
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := Request{Owner: "o", Code: "sleep 200\nset n " + strconv.Itoa(i), Progress: func(m string) {
+				mu.Lock()
+				waited = append(waited, m)
+				mu.Unlock()
+			}}
+			if _, _, err := e.Persistent(ctx, sid, req); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if !strings.Contains(strings.Join(waited, "|"), "waiting for the session") {
+		t.Errorf("progress %q: want one call to wait for the session's running call", waited)
+	}
+}
+
+func TestFakeSessionIdleExpiry(t *testing.T) {
+	e, fb := newFake(t, func(c *config.Config) { c.Sessions.IdleTTL = config.Duration(200 * time.Millisecond) })
+	ctx := tctx(t, time.Minute)
+	_, sid, err := e.Persistent(ctx, "", Request{Owner: "o", Code: "set a 1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the idle session's sandbox is reaped", func() bool { return fb.Live() == 0 })
+	if _, _, err := e.Persistent(ctx, sid, Request{Owner: "o", Code: "get a"}); !errors.Is(err, ErrExpiredSession) {
+		t.Errorf("after the idle TTL: %v, want ErrExpiredSession", err)
+	}
+}
+
+// TestFakePoolSingleUse: with a warm pool every transient call still gets a
+// sandbox of its own (no reuse across calls), and the pool refills.
+func TestFakePoolSingleUse(t *testing.T) {
+	e, fb := newFake(t, func(c *config.Config) {
+		c.Pool.Enabled = true
+		c.Pool.Size = 2
+	})
+	ctx := tctx(t, time.Minute)
+	idle := func() int {
+		for _, p := range e.Stats().Pools {
+			if p.Kind == KindTransient {
+				return p.Idle
+			}
+		}
+		return 0
+	}
+	eventually(t, "the pool fills to its size", func() bool { return idle() >= 2 })
+	const calls = 6
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := e.Transient(ctx, Request{Code: "print " + strconv.Itoa(i)})
+			if err != nil || res.Status != "ok" || res.Stdout != strconv.Itoa(i)+"\n" {
+				t.Errorf("call %d: %+v, %v", i, res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := fb.MaxRuns(); n != 1 {
+		t.Errorf("a sandbox served %d calls, want every sandbox to serve exactly one", n)
+	}
+	if fb.Creates() < calls {
+		t.Errorf("%d sandboxes created for %d calls", fb.Creates(), calls)
+	}
+	eventually(t, "the pool refills after the burst", func() bool { return idle() >= 2 })
+}
+
+// TestFakeReapsLeftovers: a new executor removes sandboxes whose server is
+// gone and keeps those of live servers (this process's live executors,
+// another machine's server).
+func TestFakeReapsLeftovers(t *testing.T) {
+	fb := fake.New()
+	host := e0Host(t)
+	spec := func(kind, pid, h, instance string) backend.Spec {
+		return sandboxSpec(config.Default().Docker, Limits{}, sandboxMeta{Kind: kind, PID: atoi(pid), Host: h, Instance: instance, Created: time.Now()})
+	}
+	crashed := fb.Adopt(spec(KindTransient, "999999", host, "gone"))
+	foreign := fb.Adopt(spec(KindTransient, "1", "elsewhere", "x"))
+	cfg := config.Default()
+	cfg.Pool.Enabled = false
+	e, err := NewWithBackend(context.Background(), cfg, fb, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, _, err := e.Persistent(tctx(t, time.Minute), "", Request{Owner: "o", Code: "set k v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second executor's start must leave the first one's session alone.
+	e2, err := NewWithBackend(context.Background(), cfg, fb, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fb.Has(crashed) || !fb.Has(foreign) {
+		t.Errorf("after New: crashed leftover present %v (want removed), foreign present %v (want kept)", fb.Has(crashed), fb.Has(foreign))
+	}
+	if res, _, err := e.Persistent(tctx(t, time.Minute), live.SessionID, Request{Owner: "o", Code: "get k"}); err != nil || res.Stdout != "v\n" {
+		t.Errorf("a live executor's session after another New: %+v, %v", res, err)
+	}
+	for _, x := range []*Executor{e2, e} {
+		if err := x.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}
+	if fb.Live() != 1 || !fb.Has(foreign) {
+		t.Errorf("after Close: %d sandboxes, want only the foreign one", fb.Live())
+	}
+}
+
+func e0Host(t *testing.T) string {
+	t.Helper()
+	h, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+// TestFakeCloseEndsEverything: Close removes idle pooled sandboxes, live
+// sessions and running calls' sandboxes; later calls fail with ErrClosed.
+func TestFakeCloseEndsEverything(t *testing.T) {
+	cfg := config.Default()
+	cfg.Pool.Enabled, cfg.Pool.Size = true, 2
+	fb := fake.New()
+	e, err := NewWithBackend(context.Background(), cfg, fb, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := tctx(t, time.Minute)
+	if _, _, err := e.Persistent(ctx, "", Request{Owner: "o", Code: "set a 1"}); err != nil {
+		t.Fatal(err)
+	}
+	running := make(chan error, 1)
+	go func() {
+		_, err := e.Transient(ctx, Request{Code: "sleep 60000", Limits: Limits{Timeout: 30 * time.Second}})
+		running <- err
+	}()
+	eventually(t, "a call is running", func() bool { return e.calls.Load() >= 1 })
+	if err := e.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := fb.Live(); n != 0 {
+		t.Errorf("%d sandboxes left after Close, want 0", n)
+	}
+	<-running
+	if _, err := e.Transient(ctx, Request{Code: "print x"}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Transient after Close: %v, want ErrClosed", err)
+	}
+}
