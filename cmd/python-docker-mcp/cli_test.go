@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 )
 
@@ -58,5 +60,17 @@ func TestConfigErrorsExit3(t *testing.T) {
 		if !errors.As(err, &ee) || ee.ExitCode() != exitConfig {
 			t.Errorf("%v: %v, want exit %d\n%s", args, err, exitConfig, out)
 		}
+	}
+}
+
+func TestServerArgs(t *testing.T) {
+	g := &global{configFile: "/etc/pdm.yaml", flags: map[string]string{"pool.size": "4", "docker.image": "img:1"}}
+	got := serverArgs(g)
+	want := []string{"--config", "/etc/pdm.yaml", "--set", "docker.image=img:1", "--set", "pool.size=4", "serve"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("serverArgs (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"serve"}, serverArgs(&global{flags: map[string]string{}})); diff != "" {
+		t.Errorf("serverArgs without flags (-want +got):\n%s", diff)
 	}
 }

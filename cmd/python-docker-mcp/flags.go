@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
@@ -114,4 +115,22 @@ func laterFlag(command, arg string) bool {
 		return false
 	}
 	return !(command == "policy" && name == "profile")
+}
+
+// serverArgs are the arguments that make this binary serve with the same
+// config file and overrides as g (the bench starts its server so).
+func serverArgs(g *global) []string {
+	var args []string
+	if g.configFile != "" {
+		args = append(args, "--config", g.configFile)
+	}
+	keys := make([]string, 0, len(g.flags))
+	for k := range g.flags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, "--set", k+"="+g.flags[k])
+	}
+	return append(args, "serve")
 }

@@ -21,6 +21,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/bench"
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 )
 
@@ -72,7 +73,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "policy":
 		return runPolicy(ctx, loaded.Config, rest, stdout, stderr)
 	case "bench":
-		return runBench(ctx, g, loaded.Config, rest, stdout, stderr)
+		return bench.Run(ctx, bench.Server{Args: serverArgs(g), Version: version, Workers: stdioWorkers}, loaded.Config, rest, stdout, stderr)
 	}
 	return usageError(stderr, fmt.Errorf("unknown command %q", cmd))
 }

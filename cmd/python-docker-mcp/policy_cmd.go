@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -78,29 +77,20 @@ func runPolicy(ctx context.Context, cfg config.Config, args []string, stdout, st
 // policyCheck judges src as the server judges an execute-transient call
 // (no requested limits, an anonymous principal).
 func policyCheck(ctx context.Context, cfg config.Config, e *policy.Engine, file string, src []byte, asJSON bool, stdout, stderr io.Writer) int {
-	facts, err := analyze.Source(src, analyze.Options{MaxBytes: int(cfg.Limits.MaxCodeBytes)})
-	var d policy.Decision
-	var caret string
+	c, err := e.Check(ctx, policy.Input{Tool: policy.ToolExecuteTransient, Principal: policy.Principal{Scopes: []string{}}}, src)
 	if err != nil {
-		// The static step refuses the code: that is a denial too, with the
-		// same rule names the server reports (the server turns rule syntax
-		// into status syntax_error with CPython's message; here, offline,
-		// the static checker's message stands, with the line and a caret).
-		if aerr := (*analyze.Error)(nil); errors.As(err, &aerr) && aerr.Kind == "syntax" {
-			if _, shown := aerr.Show(src, file); strings.Count(shown, "\n") == 3 {
-				caret = strings.Join(strings.Split(shown, "\n")[1:3], "\n") + "\n"
-			}
-		}
-		d = policy.Decision{Violations: []policy.Violation{policy.AnalyzeViolation(err)}, Warnings: []policy.Violation{}}
-		d.Modules.Allowed, d.Modules.Blocked, d.Calls.Blocked = []string{}, []string{}, []string{}
-		d.Capabilities.Sockets = []string{}
-		facts = analyze.Facts{Imports: []analyze.Import{}, Dynamic: []analyze.Dynamic{}, Calls: []analyze.Call{}}
-	} else {
-		in := policy.Input{Tool: policy.ToolExecuteTransient, Code: policy.NewCode(facts, src), Principal: policy.Principal{Scopes: []string{}}}
-		d, err = e.Decide(ctx, in)
-		if err != nil {
-			fmt.Fprintf(stderr, "python-docker-mcp policy check: %v\n", err)
-			return exitFail
+		fmt.Fprintf(stderr, "python-docker-mcp policy check: %v\n", err)
+		return exitFail
+	}
+	facts, d := c.Facts, c.Decision
+	var caret string
+	if c.Syntax != nil {
+		// The static step cannot parse the code: the server asks CPython
+		// (status syntax_error); here, offline, the static checker's message
+		// stands as a denial, with the line and a caret.
+		d = policy.Denied(c.Syntax)
+		if _, shown := c.Syntax.Show(src, file); strings.Count(shown, "\n") == 3 {
+			caret = strings.Join(strings.Split(shown, "\n")[1:3], "\n") + "\n"
 		}
 	}
 	if asJSON {

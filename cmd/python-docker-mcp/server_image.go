@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+
+	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 )
 
 // DefaultServerImage is the tag `image build-server` gives the server image.
@@ -51,7 +53,7 @@ func runBuildServer(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintln(stderr, "python-docker-mcp: image build-server:", err)
 		return exitFail
 	}
-	cli, err := dockerClient(ctx)
+	cli, err := docker.Connect(ctx)
 	if err != nil {
 		fmt.Fprintln(stderr, "python-docker-mcp:", err)
 		return exitDocker

@@ -121,35 +121,18 @@ func (s *Server) executePersistent(ctx context.Context, req mcp.CallToolRequest,
 // gate runs the static step and the policy for code. It returns either a
 // decision that allows, or a result to send back (a denial).
 func (s *Server) gate(ctx context.Context, tool, code string, in policy.Input, progress func(string)) (analyze.Facts, policy.Decision, *mcp.CallToolResult) {
-	cfg := s.d.Config()
-	var facts analyze.Facts
-	var err error
-	if in.Language == "bash" {
-		// Bash is not analysed: the policy sees the language and no facts.
-		facts = analyze.Facts{Imports: []analyze.Import{}, Dynamic: []analyze.Dynamic{}, Calls: []analyze.Call{}, References: []analyze.Call{}}
-		if max := int(cfg.Limits.MaxCodeBytes); max > 0 && len(code) > max {
-			err = &analyze.Error{Line: 1, Kind: "size", Msg: fmt.Sprintf("the code is %d bytes; the maximum is %d (limits.max_code_bytes)", len(code), max)}
-		}
-	} else {
-		facts, err = analyze.Source([]byte(code), analyze.Options{MaxBytes: int(cfg.Limits.MaxCodeBytes)})
-	}
-	if aerr := (*analyze.Error)(nil); errors.As(err, &aerr) && aerr.Kind == "syntax" {
+	in.Tool = tool
+	c, err := s.d.Gate.Check(ctx, in, []byte(code))
+	facts, dec := c.Facts, c.Decision
+	if c.Syntax != nil && err == nil {
 		// CPython's verdict needs a sandbox: only for a caller the policy
 		// would let run code at all (judged with no facts: the code does
 		// not parse, so nothing of it can be judged).
-		in.Tool = tool
-		in.Code = policy.NewCode(analyze.Facts{Imports: []analyze.Import{}, Dynamic: []analyze.Dynamic{}, Calls: []analyze.Call{}, References: []analyze.Call{}}, []byte(code))
-		if dec, derr := s.d.Gate.Decide(ctx, in); derr == nil && !dec.Allow {
+		if !dec.Allow {
 			return facts, dec, s.denied(ctx, tool, dec.Violations, dec.Warnings)
 		}
-		return facts, policy.Decision{}, s.syntaxError(ctx, tool, code, aerr, in, progress)
+		return facts, policy.Decision{}, s.syntaxError(ctx, tool, code, c.Syntax, in, progress)
 	}
-	if err != nil {
-		return facts, policy.Decision{}, s.denied(ctx, tool, []policy.Violation{policy.AnalyzeViolation(err)}, nil)
-	}
-	in.Tool = tool
-	in.Code = policy.NewCode(facts, []byte(code))
-	dec, err := s.d.Gate.Decide(ctx, in)
 	if err != nil {
 		return facts, dec, toolError("the policy could not be evaluated (the server's Rego failed; tell the operator): "+err.Error(),
 			runOut{Status: "denied", Violations: []policy.Violation{{Rule: "policy.error", Msg: err.Error()}}}.sent())

@@ -45,9 +45,11 @@ type Executor interface {
 	Imported(owner, sessionID string, modules []string) []string
 }
 
-// Decider judges a request; *policy.Gate is one.
+// Decider judges a request (Decide) and the code of an execute call with
+// its static analysis (Check); *policy.Gate is one.
 type Decider interface {
 	Decide(ctx context.Context, in policy.Input) (policy.Decision, error)
+	Check(ctx context.Context, in policy.Input, src []byte) (policy.Check, error)
 }
 
 // ImageWaiter blocks until the sandbox image is ready; *image.Manager is one.

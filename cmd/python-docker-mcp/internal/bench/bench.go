@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -28,6 +28,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 )
 
 // The bench command measures the server as an MCP client sees it: it starts
@@ -371,8 +372,31 @@ func benchFail(code int, format string, a ...any) error {
 	return &benchError{code: code, msg: fmt.Sprintf(format, a...)}
 }
 
-// runBench serves `python-docker-mcp bench`.
-func runBench(ctx context.Context, g *global, cfg config.Config, args []string, stdout, stderr io.Writer) int {
+// Exit codes, the binary's: a runtime failure, a bad command line, Docker
+// unreachable or the image missing.
+const (
+	exitOK     = 0
+	exitFail   = 1
+	exitUsage  = 2
+	exitDocker = 4
+)
+
+// Server is how the bench starts the server it measures.
+type Server struct {
+	// Args are the arguments of this binary that serve MCP over stdio
+	// with the same configuration as the bench's (its config file and
+	// overrides, then "serve").
+	Args []string
+	// Version is the client's version in the MCP handshake.
+	Version string
+	// Workers is how many tool calls the server's stdio transport runs
+	// at once (for the report's notes).
+	Workers int
+}
+
+// Run serves `python-docker-mcp bench` with args (its flags) and returns
+// the exit code. cfg is the configuration the server runs with.
+func Run(ctx context.Context, srv Server, cfg config.Config, args []string, stdout, stderr io.Writer) int {
 	opts, err := parseBenchArgs(args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -383,7 +407,7 @@ func runBench(ctx context.Context, g *global, cfg config.Config, args []string, 
 		printBenchUsage(stderr)
 		return exitUsage
 	}
-	b := &bencher{g: g, cfg: cfg, opts: opts, progress: stderr}
+	b := &bencher{srv: srv, cfg: cfg, opts: opts, progress: stderr}
 	rep, err := b.run(ctx)
 	if rep != nil {
 		if opts.JSON {
@@ -434,7 +458,7 @@ func printBenchUsage(w io.Writer) {
 
 // bencher holds one bench run.
 type bencher struct {
-	g        *global
+	srv      Server
 	cfg      config.Config
 	opts     benchOptions
 	progress io.Writer // one line per phase
@@ -544,7 +568,7 @@ func (b *bencher) preflight(ctx context.Context, rep *benchReport) error {
 			rep.DockerVer = strings.TrimSpace(string(out))
 		}
 	}
-	cli, err := dockerClient(ctx)
+	cli, err := docker.Connect(ctx)
 	if err != nil {
 		return benchFail(exitDocker, "%v", err)
 	}
@@ -563,33 +587,15 @@ func (b *bencher) preflight(ctx context.Context, rep *benchReport) error {
 	return nil
 }
 
-// serverArgs are the arguments the child server gets: the same config file
-// and overrides as this command, then serve.
-func serverArgs(g *global) []string {
-	var args []string
-	if g.configFile != "" {
-		args = append(args, "--config", g.configFile)
-	}
-	keys := make([]string, 0, len(g.flags))
-	for k := range g.flags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		args = append(args, "--set", k+"="+g.flags[k])
-	}
-	return append(args, "serve")
-}
-
 func (b *bencher) startServer(ctx context.Context) error {
 	self, err := os.Executable()
 	if err != nil {
 		return benchFail(exitFail, "find this binary to start it as the server: %v", err)
 	}
-	cmd := exec.Command(self, serverArgs(b.g)...)
+	cmd := exec.Command(self, b.srv.Args...)
 	b.serverErr = &tailBuffer{max: 64 << 10}
 	cmd.Stderr = b.serverErr
-	c := sdk.NewClient(&sdk.Implementation{Name: "python-docker-mcp-bench", Version: version}, nil)
+	c := sdk.NewClient(&sdk.Implementation{Name: "python-docker-mcp-bench", Version: b.srv.Version}, nil)
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	b.logf("starting %s %s", self, strings.Join(cmd.Args[1:], " "))
@@ -622,7 +628,7 @@ func (b *bencher) stopServer() (int, error) {
 		b.logf("server exit: %v", err)
 	}
 	b.cs = nil
-	cli, err := dockerClient(context.Background())
+	cli, err := docker.Connect(context.Background())
 	if err != nil {
 		return 0, benchFail(exitDocker, "check for leftover sandboxes: %v", err)
 	}
@@ -894,7 +900,7 @@ func (b *bencher) throughputScenario(ctx context.Context, rep *benchReport) erro
 		}
 	}
 	rep.Notes = append(rep.Notes, fmt.Sprintf("throughput: N goroutines share the one MCP stdio session, each calling execute-transient print(1) back to back for %v; calls/s = successful calls / time until the last call returned; 3 s pause between levels", b.opts.Duration),
-		fmt.Sprintf("the server's stdio transport runs up to %d tool calls at once; past the warm pool each call starts a cold sandbox, so sustained calls/s is how fast this machine starts containers", stdioWorkers))
+		fmt.Sprintf("the server's stdio transport runs up to %d tool calls at once; past the warm pool each call starts a cold sandbox, so sustained calls/s is how fast this machine starts containers", b.srv.Workers))
 	return nil
 }
 

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -181,18 +181,6 @@ func TestParseStats(t *testing.T) {
 	}
 }
 
-func TestServerArgs(t *testing.T) {
-	g := &global{configFile: "/etc/pdm.yaml", flags: map[string]string{"pool.size": "4", "docker.image": "img:1"}}
-	got := serverArgs(g)
-	want := []string{"--config", "/etc/pdm.yaml", "--set", "docker.image=img:1", "--set", "pool.size=4", "serve"}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("serverArgs (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff([]string{"serve"}, serverArgs(&global{flags: map[string]string{}})); diff != "" {
-		t.Errorf("serverArgs without flags (-want +got):\n%s", diff)
-	}
-}
-
 func TestGoals(t *testing.T) {
 	rep := &benchReport{Latency: map[string]latency{
 		keyTransient:   {P50: 8, P95: 500},
@@ -224,9 +212,9 @@ func TestGoals(t *testing.T) {
 
 func TestBenchUsageErrors(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	code := runBench(t.Context(), &global{flags: map[string]string{}}, config.Default(), []string{"-n", "-3"}, &stdout, &stderr)
+	code := Run(t.Context(), Server{Args: []string{"serve"}}, config.Default(), []string{"-n", "-3"}, &stdout, &stderr)
 	if code != exitUsage || !strings.Contains(stderr.String(), "-n must be at least 1") || !strings.Contains(stderr.String(), "-concurrency") {
-		t.Errorf("runBench -n -3 = %d, stderr %q; want exit %d with the error and the flags", code, stderr.String(), exitUsage)
+		t.Errorf("Run -n -3 = %d, stderr %q; want exit %d with the error and the flags", code, stderr.String(), exitUsage)
 	}
 }
 
