@@ -10,9 +10,14 @@ import "time"
 // Config is the whole configuration. The zero value is not useful: start from
 // Default() or Load.
 type Config struct {
-	Docker  Docker  `koanf:"docker" json:"docker"`
-	Image   Image   `koanf:"image" json:"image"`
-	Package Package `koanf:"package" json:"package"`
+	// Backend is where sandboxes run: "docker" (the local daemon) or
+	// "kubernetes" (Pods, see Kubernetes). The docker section's sandbox
+	// settings (image, user, limits, sizes) apply to both.
+	Backend    string     `koanf:"backend" json:"backend"`
+	Kubernetes Kubernetes `koanf:"kubernetes" json:"kubernetes"`
+	Docker     Docker     `koanf:"docker" json:"docker"`
+	Image      Image      `koanf:"image" json:"image"`
+	Package    Package    `koanf:"package" json:"package"`
 
 	// AllowedModules, when non-empty, is an allowlist of top-level modules
 	// (prefix semantics: "numpy" allows "numpy.linalg"). Relative imports are
@@ -34,6 +39,27 @@ type Config struct {
 	Server    Server    `koanf:"server" json:"server"`
 	Auth      Auth      `koanf:"auth" json:"auth"`
 	Log       Log       `koanf:"log" json:"log"`
+}
+
+// Kubernetes configures the kubernetes backend (backend: kubernetes).
+type Kubernetes struct {
+	// Kubeconfig is the kubeconfig file; empty: in-cluster (the server's
+	// Pod service account).
+	Kubeconfig string `koanf:"kubeconfig" json:"kubeconfig"`
+	// Namespace the sandbox Pods run in.
+	Namespace string `koanf:"namespace" json:"namespace"`
+	// RuntimeClass is the RuntimeClass of sandbox Pods (e.g. "gvisor");
+	// empty: the cluster's default runtime.
+	RuntimeClass string `koanf:"runtime_class" json:"runtime_class"`
+	// NodeSelector entries "key=value" every sandbox Pod's node must carry.
+	NodeSelector []string `koanf:"node_selector" json:"node_selector"`
+	// ImagePullPolicy of the sandbox image: IfNotPresent, Always or Never.
+	ImagePullPolicy string `koanf:"image_pull_policy" json:"image_pull_policy"`
+	// NodeName binds sandbox Pods to one node without the scheduler (test
+	// clusters that run none); empty: scheduled.
+	NodeName string `koanf:"node_name" json:"node_name"`
+	// StartTimeout bounds a Pod's start (scheduling and image pull included).
+	StartTimeout Duration `koanf:"start_timeout" json:"start_timeout"`
 }
 
 // Docker describes the sandbox containers. Every limit here is the
@@ -248,6 +274,13 @@ type Log struct {
 // Default returns the built-in configuration: the server runs with no file.
 func Default() Config {
 	return Config{
+		Backend: "docker",
+		Kubernetes: Kubernetes{
+			Namespace:       "python-docker-mcp-sandboxes",
+			NodeSelector:    []string{},
+			ImagePullPolicy: "IfNotPresent",
+			StartTimeout:    Duration(2 * time.Minute),
+		},
 		Docker: Docker{
 			Image:           "python-docker-mcp-sandbox:latest",
 			WorkingDir:      "/workspace",

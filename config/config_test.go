@@ -286,3 +286,43 @@ func TestParseDuration(t *testing.T) {
 		}
 	}
 }
+
+// TestKubernetesKeys: the backend switch and the kubernetes section load
+// from YAML, and each bad value is an error naming its key.
+func TestKubernetesKeys(t *testing.T) {
+	dir := t.TempDir()
+	good := writeFile(t, dir, "k.yaml", `backend: kubernetes
+kubernetes:
+  kubeconfig: /etc/kube/config
+  namespace: sandboxes
+  runtime_class: gvisor
+  node_selector: ["kubernetes.io/os=linux", "pool=sandbox"]
+  image_pull_policy: Never
+  start_timeout: 30s
+`)
+	c := mustLoad(t, Options{File: good}).Config
+	k := c.Kubernetes
+	if c.Backend != "kubernetes" || k.Kubeconfig != "/etc/kube/config" || k.Namespace != "sandboxes" || k.RuntimeClass != "gvisor" ||
+		len(k.NodeSelector) != 2 || k.ImagePullPolicy != "Never" || k.StartTimeout.D() != 30*time.Second {
+		t.Errorf("loaded %+v", c.Kubernetes)
+	}
+	bad := writeFile(t, dir, "bad.yaml", `backend: k8s
+`)
+	_, err := Load(Options{File: bad})
+	if err == nil || !strings.Contains(err.Error(), "backend") || !strings.Contains(err.Error(), "kubernetes") {
+		t.Errorf("backend: k8s: %v, want an error naming backend and the allowed values", err)
+	}
+	bad = writeFile(t, dir, "bad2.yaml", `backend: kubernetes
+kubernetes:
+  node_selector: ["nokey"]
+  image_pull_policy: Sometimes
+docker:
+  runtime: runsc
+`)
+	_, err = Load(Options{File: bad})
+	for _, key := range []string{"kubernetes.node_selector", "kubernetes.image_pull_policy", "docker.runtime"} {
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("bad kubernetes section: %v, want an error naming %s", err, key)
+		}
+	}
+}

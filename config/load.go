@@ -578,6 +578,24 @@ func validate(c Config, source func(key string) string) Errors {
 		}
 		bad(key, val, "want one of: "+strings.Join(allowed, ", "))
 	}
+	oneOf("backend", c.Backend, "docker", "kubernetes")
+	if c.Backend == "kubernetes" {
+		if c.Kubernetes.Namespace == "" {
+			bad("kubernetes.namespace", "", "want the namespace sandbox Pods run in, e.g. python-docker-mcp-sandboxes")
+		}
+		oneOf("kubernetes.image_pull_policy", c.Kubernetes.ImagePullPolicy, "IfNotPresent", "Always", "Never")
+		for _, e := range c.Kubernetes.NodeSelector {
+			if k, _, ok := strings.Cut(e, "="); !ok || strings.TrimSpace(k) == "" {
+				bad("kubernetes.node_selector", e, `want entries "key=value", e.g. "kubernetes.io/os=linux"`)
+			}
+		}
+		if c.Kubernetes.StartTimeout.D() <= 0 {
+			bad("kubernetes.start_timeout", c.Kubernetes.StartTimeout, "want a positive duration, e.g. 2m")
+		}
+		if c.Docker.Runtime != "" {
+			bad("docker.runtime", c.Docker.Runtime, "is Docker's runtime; with backend: kubernetes set kubernetes.runtime_class instead")
+		}
+	}
 	if c.Docker.Image == "" {
 		bad("docker.image", "", "must not be empty")
 	}

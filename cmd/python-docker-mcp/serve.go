@@ -17,7 +17,9 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/metrics"
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/image"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/kubernetes"
 	"github.com/python-docker-mcp/python-docker-mcp/policy"
 )
 
@@ -35,6 +37,24 @@ func newLogger(cfg config.Log, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// newExecutor starts the executor on the configured backend.
+func newExecutor(ctx context.Context, cfg config.Config, log *slog.Logger) (*executor.Executor, error) {
+	if cfg.Backend != "kubernetes" {
+		return executor.New(ctx, cfg)
+	}
+	b, err := kubernetes.New(kubernetes.FromConfig(cfg.Kubernetes))
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := b.Ping(pctx); err != nil {
+		return nil, err
+	}
+	log.Info("sandboxes run as Kubernetes Pods", "namespace", b.Namespace())
+	return executor.NewWithBackend(ctx, cfg, b, log)
 }
 
 // runServe serves MCP until ctx ends (SIGINT/SIGTERM) or stdin closes, then
@@ -56,21 +76,27 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	cli, err := dockerClient(ctx)
-	if err != nil {
-		log.Error("cannot serve", "err", err)
-		return exitDocker
+	// The sandbox image is built and kept current on the local daemon;
+	// Kubernetes nodes get it from their registry (or an import).
+	var images mcpserver.ImageWaiter
+	if cfg.Backend == "docker" {
+		cli, err := docker.Connect(ctx)
+		if err != nil {
+			log.Error("cannot serve", "err", err)
+			return exitDocker
+		}
+		defer cli.Close()
+		recipe := image.RecipeFrom(cfg)
+		why := image.Explain(ctx, cli, cfg.Docker.Image, recipe)
+		if why != "" {
+			log.Warn(why)
+		}
+		buildLine := func(line string) { log.Info("image build", "line", line) }
+		w := &imageWaiter{m: image.Start(ctx, cli, cfg.Docker.Image, recipe, buildLine), log: log, why: why}
+		w.retry = func() { w.m.Retry(ctx, cli, cfg.Docker.Image, recipe, buildLine) }
+		go w.Wait(ctx, nil) // logs a missing image once, at start
+		images = w
 	}
-	defer cli.Close()
-	recipe := image.RecipeFrom(cfg)
-	why := explainBuild(ctx, cli, cfg.Docker.Image, recipe)
-	if why != "" {
-		log.Warn(why)
-	}
-	buildLine := func(line string) { log.Info("image build", "line", line) }
-	images := &imageWaiter{m: image.Start(ctx, cli, cfg.Docker.Image, recipe, buildLine), log: log, why: why}
-	images.retry = func() { images.m.Retry(ctx, cli, cfg.Docker.Image, recipe, buildLine) }
-	go images.Wait(ctx, nil) // logs a missing image once, at start
 
 	engine, err := policy.Load(ctx, cfg)
 	if err != nil {
@@ -80,7 +106,7 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 	gate := policy.NewGate(engine)
 	defer gate.Close()
 
-	exec, err := executor.New(ctx, cfg)
+	exec, err := newExecutor(ctx, cfg, log)
 	if err != nil {
 		log.Error("cannot start the executor", "err", err)
 		return exitDocker

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,11 +25,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/remotecommand"
 
+	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 )
 
-// Config is the backend's configuration (see the package doc for the config
-// keys that will set it).
+// Config is the backend's configuration; FromConfig builds it from the
+// operator's kubernetes section.
 type Config struct {
 	// Kubeconfig is the path of a kubeconfig file; empty means in-cluster
 	// (the service account of the Pod the server runs in).
@@ -516,4 +518,23 @@ func podName() (string, error) {
 		return "", fmt.Errorf("sandbox name: %w", err)
 	}
 	return "pdm-sandbox-" + hex.EncodeToString(r[:]), nil
+}
+
+// FromConfig is the backend's Config for the operator's kubernetes section
+// (backend: kubernetes); config.Load has validated it.
+func FromConfig(c config.Kubernetes) Config {
+	sel := map[string]string{}
+	for _, e := range c.NodeSelector {
+		k, v, _ := strings.Cut(e, "=")
+		sel[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return Config{
+		Kubeconfig:      c.Kubeconfig,
+		Namespace:       c.Namespace,
+		RuntimeClass:    c.RuntimeClass,
+		NodeSelector:    sel,
+		ImagePullPolicy: corev1.PullPolicy(c.ImagePullPolicy),
+		NodeName:        c.NodeName,
+		StartTimeout:    c.StartTimeout.D(),
+	}
 }

@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 )
 
@@ -92,5 +94,20 @@ func TestNewErrors(t *testing.T) {
 		if _, err := New(Config{}); !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), "kubernetes.kubeconfig") {
 			t.Fatalf("New(in-cluster outside a Pod) = %v, want ErrUnavailable naming kubernetes.kubeconfig", err)
 		}
+	}
+}
+
+func TestFromConfig(t *testing.T) {
+	c := config.Default().Kubernetes
+	c.NodeSelector = []string{"kubernetes.io/os=linux", " pool = sandbox "}
+	c.RuntimeClass, c.NodeName = "gvisor", "node-1"
+	got := FromConfig(c)
+	want := Config{
+		Namespace: "python-docker-mcp-sandboxes", RuntimeClass: "gvisor", NodeName: "node-1",
+		NodeSelector:    map[string]string{"kubernetes.io/os": "linux", "pool": "sandbox"},
+		ImagePullPolicy: corev1.PullIfNotPresent, StartTimeout: 2 * time.Minute,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("FromConfig (-want +got):\n%s", diff)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/python-docker-mcp/python-docker-mcp/config"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -167,17 +169,18 @@ func TestManifests(t *testing.T) {
 	if cm == nil {
 		t.Fatal("config map missing")
 	}
-	var cfg struct {
-		Backend    string `json:"backend"`
-		Kubernetes struct {
-			Namespace string `json:"namespace"`
-		} `json:"kubernetes"`
+	// The server's configuration loads as the server loads it, and
+	// selects this backend in the sandboxes' namespace.
+	file := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(file, []byte(cm.Data["config.yaml"]), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	if err := yaml.Unmarshal([]byte(cm.Data["config.yaml"]), &cfg); err != nil {
-		t.Fatalf("config.yaml: %v", err)
+	loaded, err := config.Load(config.Options{File: file})
+	if err != nil {
+		t.Fatalf("the ConfigMap's config.yaml does not load:\n%v", err)
 	}
-	if cfg.Backend != "kubernetes" || cfg.Kubernetes.Namespace != sandboxNS {
-		t.Errorf("config.yaml: backend %q, kubernetes.namespace %q; want kubernetes, %s", cfg.Backend, cfg.Kubernetes.Namespace, sandboxNS)
+	if c := loaded.Config; c.Backend != "kubernetes" || FromConfig(c.Kubernetes).Namespace != sandboxNS {
+		t.Errorf("config.yaml: backend %q, kubernetes.namespace %q; want kubernetes, %s", c.Backend, c.Kubernetes.Namespace, sandboxNS)
 	}
 
 	svc := find(objs, "python-docker-mcp", func(s *corev1.Service) string { return s.Name })

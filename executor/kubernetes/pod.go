@@ -82,6 +82,9 @@ func Pod(spec backend.Spec, cfg Config, name string) (*corev1.Pod, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(spec.Volumes) > 0 {
+		return nil, fmt.Errorf("%w: Volumes %q: named package volumes are Docker-only; the Kubernetes backend runs sandboxes without installed packages (use the docker backend for install-package)", backend.ErrInvalidSpec, spec.Volumes[0].Name)
+	}
 	labels := map[string]string{}
 	for k, v := range spec.Labels {
 		labels[k] = v

@@ -218,6 +218,17 @@ func TestPodRefusesRoot(t *testing.T) {
 	}
 }
 
+// TestPodRefusesVolumes: package volumes are Docker-only; a Spec asking
+// for one is refused, saying so, rather than run without its packages.
+func TestPodRefusesVolumes(t *testing.T) {
+	s := testSpec()
+	s.Volumes = []backend.Volume{{Name: "pkgs", Path: "/opt/packages", ReadOnly: true}}
+	_, err := Pod(s, Config{}, "x")
+	if !errors.Is(err, backend.ErrInvalidSpec) || !strings.Contains(err.Error(), "Docker-only") {
+		t.Fatalf("Pod(volumes) error = %v, want ErrInvalidSpec saying volumes are Docker-only", err)
+	}
+}
+
 func TestNetworkPolicy(t *testing.T) {
 	np := NetworkPolicy("sandboxes")
 	if np.Namespace != "sandboxes" {

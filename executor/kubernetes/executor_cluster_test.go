@@ -1,0 +1,101 @@
+package kubernetes
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor"
+)
+
+// TestClusterExecutor runs the executor itself on Pods: transient calls
+// with state, a persistent session, the time limit, OOM, cleanup, a warm
+// pool, and Close leaving no Pod behind. The same behaviour on Docker is
+// held by package executor's tests.
+func TestClusterExecutor(t *testing.T) {
+	b := newCluster(t, "")
+	for _, pool := range []bool{false, true} {
+		name := "cold"
+		if pool {
+			name = "pool"
+		}
+		t.Run(name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.Docker.Image = image()
+			cfg.Pool.Enabled, cfg.Pool.Size = pool, 1
+			cfg.Pool.Preload = []string{}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			e, err := executor.NewWithBackend(ctx, cfg, b, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			closed := false
+			defer func() {
+				if !closed {
+					e.Close(context.Background())
+				}
+			}()
+			run := func(req executor.Request) *executor.Result {
+				t.Helper()
+				res, err := e.Transient(ctx, req)
+				if err != nil {
+					t.Fatalf("Transient(%q): %v", req.Code, err)
+				}
+				return res
+			}
+			if res := run(executor.Request{Code: "print(1)"}); res.Status != "ok" || res.Stdout != "1\n" {
+				t.Errorf("print(1): %+v", res)
+			}
+			res := run(executor.Request{Code: "a += 1", State: json.RawMessage(`{"a": 2}`)})
+			if string(res.State) != `{"a": 3}` && string(res.State) != `{"a":3}` {
+				t.Errorf("state out %s (%+v), want a == 3", res.State, res)
+			}
+			if res := run(executor.Request{Code: "import time\ntime.sleep(60)", Limits: executor.Limits{Timeout: 2 * time.Second}}); res.Status != "timeout" {
+				t.Errorf("sleep past the limit: %+v", res)
+			}
+			if pool {
+				return // sessions and OOM are the same with or without a pool
+			}
+			if res := run(executor.Request{Code: "chunks = []\nwhile True:\n    chunks.append(bytearray(50 << 20))"}); res.Status != "oom" {
+				t.Errorf("OOM: status %q (%+v), want oom", res.Status, res.Error)
+			}
+			r1, sid, err := e.Persistent(ctx, "", executor.Request{Owner: "alice", Code: "x = 41"})
+			if err != nil || r1.Status != "ok" {
+				t.Fatalf("new session: %+v, %v", r1, err)
+			}
+			r2, _, err := e.Persistent(ctx, sid, executor.Request{Owner: "alice", Code: "x + 1"})
+			if err != nil || r2.Result == nil || *r2.Result != "42" {
+				t.Errorf("session state: %+v, %v; want 42", r2, err)
+			}
+			if err := e.Cleanup(ctx, "alice", sid); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.Install(ctx, executor.InstallRequest{Owner: "alice", Name: "tabulate"}); err == nil || !strings.Contains(err.Error(), "docker backend") {
+				t.Errorf("install-package on Kubernetes: %v, want an error saying it needs the docker backend", err)
+			}
+			if err := e.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			closed = true
+			// Close removed every Pod of this executor (deletion may still be
+			// in progress).
+			list, err := b.List(ctx, map[string]string{executor.LabelPID: strconv.Itoa(os.Getpid())})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range list {
+				if !p.Removing {
+					t.Errorf("pod %s still there and not being removed after Close", p.ID)
+				}
+			}
+		})
+	}
+}
