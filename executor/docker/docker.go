@@ -96,7 +96,9 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (_ *backend.San
 	id := created.ID
 	defer func() {
 		if err != nil {
-			b.Remove(context.WithoutCancel(ctx), id)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+			defer cancel()
+			b.Remove(rctx, id)
 		}
 	}()
 	if err := ctx.Err(); err != nil {
