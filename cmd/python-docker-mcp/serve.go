@@ -44,6 +44,7 @@ func newExecutor(ctx context.Context, cfg config.Config, log *slog.Logger) (*exe
 	if cfg.Backend != "kubernetes" {
 		return executor.New(ctx, cfg)
 	}
+	kubernetes.LogTo(log)
 	b, err := kubernetes.New(kubernetes.FromConfig(cfg.Kubernetes))
 	if err != nil {
 		return nil, err
