@@ -59,9 +59,10 @@ type Request struct {
 	// they differ; nil means the gate found no imports.
 	Imports []analyze.Import
 	// Modules are the module rules the runtime import guard enforces on
-	// imports made by user code. Empty lists fall back to the config's
-	// allowed_modules / blocked_modules; the config's blocked modules are
-	// always blocked.
+	// imports made by user code: the policy decision's, which already
+	// merge the configuration's lists. A request with neither list set
+	// (a caller without a policy) gets the configuration's
+	// allowed_modules / blocked_modules.
 	Modules ModuleRules
 	// Limits requested for this call; zero fields mean the config's values.
 	Limits Limits
@@ -426,17 +427,20 @@ func (e *Executor) outputCap() int64 {
 	return 1 << 20
 }
 
-// modules merges a request's module rules with the config's.
+// modules are the rules the import guard gets: the request's as they are
+// (the decision merged the configuration's), the configuration's when the
+// request carries none.
 func (e *Executor) modules(m ModuleRules) ModuleRules {
-	out := ModuleRules{Allowed: m.Allowed, Blocked: append([]string{}, e.cfg.BlockedModules...)}
-	if len(out.Allowed) == 0 {
-		out.Allowed = e.cfg.AllowedModules
+	if m.Allowed == nil && m.Blocked == nil {
+		m = ModuleRules{Allowed: e.cfg.AllowedModules, Blocked: e.cfg.BlockedModules}
 	}
-	out.Blocked = append(out.Blocked, m.Blocked...)
-	if out.Allowed == nil {
-		out.Allowed = []string{}
+	if m.Allowed == nil {
+		m.Allowed = []string{}
 	}
-	return out
+	if m.Blocked == nil {
+		m.Blocked = []string{}
+	}
+	return m
 }
 
 // Transient runs code in a sandbox that serves this call only: a pooled
