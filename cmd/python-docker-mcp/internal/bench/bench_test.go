@@ -192,21 +192,31 @@ func TestGoals(t *testing.T) {
 		Cost:       []costClass{{Ceiling: 4}, {Ceiling: 1}},
 		Throughput: []throughputLevel{{CallsPerSec: 2}, {CallsPerSec: 3}},
 	}
-	got := goals(rep)
 	type verdict struct {
 		Measured *float64
 		Met      *bool
 	}
 	f := func(v float64) *float64 { return &v }
 	b := func(v bool) *bool { return &v }
-	want := []verdict{{f(8), b(true)}, {f(30), b(true)}, {f(40), b(false)}, {nil, nil},
-		{f(30), b(true)}, {f(1.25), b(false)}, {f(40), b(true)}, {f(0.83), b(true)}, {f(0.75), b(true)}}
-	var gotV []verdict
-	for _, g := range got {
-		gotV = append(gotV, verdict{g.Measured, g.Met})
+	verdicts := func() []verdict {
+		var out []verdict
+		for _, g := range goals(rep) {
+			out = append(out, verdict{g.Measured, g.Met})
+		}
+		return out
 	}
-	if diff := cmp.Diff(want, gotV); diff != "" {
-		t.Errorf("goals (-want +got):\n%s", diff)
+	// Back to back (-interval 0): the spaced goals are not judged.
+	want := []verdict{{nil, nil}, {nil, nil}, {nil, nil}, {nil, nil},
+		{f(30), b(true)}, {f(1.25), b(false)}, {f(40), b(true)}, {f(0.83), b(true)}, {f(0.75), b(true)}}
+	if diff := cmp.Diff(want, verdicts()); diff != "" {
+		t.Errorf("goals of a back-to-back run (-want +got):\n%s", diff)
+	}
+	// Spaced: the back-to-back goals are not judged.
+	rep.Options.IntervalMS = 1000
+	want = []verdict{{f(8), b(true)}, {f(30), b(true)}, {f(40), b(false)}, {nil, nil},
+		{nil, nil}, {nil, nil}, {nil, nil}, {f(0.83), b(true)}, {f(0.75), b(true)}}
+	if diff := cmp.Diff(want, verdicts()); diff != "" {
+		t.Errorf("goals of a spaced run (-want +got):\n%s", diff)
 	}
 }
 
