@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/policy"
 )
 
 // ScopeFor returns the scopes a JSON-RPC request needs beyond a valid token:
@@ -22,11 +23,11 @@ func ScopeFor(s config.Scopes, method, tool string) []string {
 	switch method {
 	case "tools/call":
 		switch tool {
-		case "execute-transient", "execute-persistent":
+		case policy.ToolExecuteTransient, policy.ToolExecutePersistent:
 			return []string{s.Execute}
-		case "install-package":
+		case policy.ToolInstallPackage:
 			return []string{s.Install}
-		case "cleanup-session", "list-sessions", "read-file", "write-file", "list-files":
+		case policy.ToolCleanupSession, policy.ToolListSessions, policy.ToolReadFile, policy.ToolWriteFile, policy.ToolListFiles:
 			return []string{s.Sessions}
 		default:
 			return allScopes(s)
