@@ -172,6 +172,10 @@ type Executor struct {
 	pid      int
 	host     string
 	self     identity // pid namespace and server container, for the reaper
+	// liveness is the backend's record of live servers (Kubernetes), nil
+	// on backends without one; releaseLive deletes this server's record.
+	liveness    backend.Liveness
+	releaseLive func(context.Context) error
 
 	mu       sync.Mutex
 	closed   bool
@@ -255,7 +259,18 @@ func newExecutor(ctx context.Context, cfg config.Config, b backend.Backend, cli 
 		done:      make(chan struct{}),
 	}
 	e.self = selfIdentity(ctx, cli)
+	if l, ok := b.(backend.Liveness); ok {
+		release, err := l.Hold(ctx, e.instance)
+		if err != nil {
+			e.closeDocker()
+			return nil, fmt.Errorf("record this server as alive, so other servers leave its sandboxes alone: %w", err)
+		}
+		e.liveness, e.releaseLive = l, release
+	}
 	if n, err := e.reapOrphans(ctx); err != nil {
+		if e.releaseLive != nil {
+			e.releaseLive(context.WithoutCancel(ctx))
+		}
 		e.closeDocker()
 		return nil, err
 	} else if n > 0 {
@@ -263,6 +278,13 @@ func newExecutor(ctx context.Context, cfg config.Config, b backend.Backend, cli 
 	}
 	liveInstances.Store(e.instance, true)
 	go e.reaper()
+	if e.liveness != nil {
+		e.bg.Add(1)
+		go func() {
+			defer e.bg.Done()
+			e.sweepOrphans()
+		}()
+	}
 	e.pool = newPool(e, cfg.Pool, KindTransient, cfg.Pool.Size)
 	e.spool = newPool(e, cfg.Pool, KindPersistent, min(cfg.Pool.Size, 1))
 	for _, p := range []*pool{e.pool, e.spool} {
@@ -294,7 +316,9 @@ func randomHex(n int) string {
 
 // reapOrphans removes sandboxes and package volumes left by servers that
 // are gone (see ownerCheck.alive): crashed or closed executors of this
-// host or pid namespace, and servers whose container no longer runs.
+// host or pid namespace, servers whose container no longer runs, and, on
+// a backend with liveness records (Kubernetes), servers whose record is
+// gone or stale.
 func (e *Executor) reapOrphans(ctx context.Context) (int, error) {
 	list, err := e.be.List(ctx, nil)
 	if err != nil {
@@ -312,6 +336,35 @@ func (e *Executor) reapOrphans(ctx context.Context) (int, error) {
 	}
 	n += e.reapVolumes(ctx, owners.alive)
 	return n, nil
+}
+
+// orphanSweep is how often a server on a backend with liveness records
+// looks for the sandboxes of servers that died (a replica that crashed
+// and was replaced by one with another instance id never comes back for
+// them).
+var orphanSweep = time.Minute
+
+// sweepOrphans runs reapOrphans every orphanSweep until the executor
+// closes.
+func (e *Executor) sweepOrphans() {
+	t := time.NewTicker(orphanSweep)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			n, err := e.reapOrphans(ctx)
+			cancel()
+			switch {
+			case err != nil:
+				e.log.Warn("looking for sandboxes of servers that are gone failed", "error", err)
+			case n > 0:
+				e.log.Info("removed sandboxes of servers that are gone", "count", n)
+			}
+		}
+	}
 }
 
 func processAlive(pid int) bool {
@@ -381,6 +434,14 @@ func (e *Executor) Close(ctx context.Context) error {
 		e.log.Warn("sandboxes left behind; the next start removes them", "count", n)
 	}
 	liveInstances.Delete(e.instance)
+	if e.releaseLive != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		err := e.releaseLive(rctx)
+		cancel()
+		if err != nil {
+			e.log.Warn("deleting this server's liveness record failed; it goes stale by itself", "error", err)
+		}
+	}
 	return e.closeDocker()
 }
 

@@ -350,3 +350,58 @@ func TestFakeCloseEndsEverything(t *testing.T) {
 		t.Errorf("Transient after Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestFakeReapsDeadReplicas: on a backend with liveness records a server
+// removes the sandboxes of a server whose record is gone, wherever that
+// server ran, at its start and, for one that dies later, in its periodic
+// sweep; it keeps those of servers whose record is fresh; it holds its own
+// record while open and deletes it on Close.
+func TestFakeReapsDeadReplicas(t *testing.T) {
+	old := orphanSweep
+	orphanSweep = 50 * time.Millisecond
+	t.Cleanup(func() { orphanSweep = old })
+	fb := fake.New()
+	lb := fake.Liveness{Backend: fb}
+	spec := func(instance string) backend.Spec {
+		return sandboxSpec(config.Default().Docker, Limits{}, sandboxMeta{Kind: KindPersistent, PID: 1, Host: "replica-" + instance, Instance: instance, Created: time.Now()})
+	}
+	fb.SetAlive("replica2", true)
+	dead := fb.Adopt(spec("replica1"))
+	alive := fb.Adopt(spec("replica2"))
+	cfg := config.Default()
+	cfg.Pool.Enabled = false
+	e, err := NewWithBackend(context.Background(), cfg, lb, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fb.Has(dead) || !fb.Has(alive) {
+		t.Fatalf("after New: dead replica's sandbox present %v (want removed), live replica's present %v (want kept)", fb.Has(dead), fb.Has(alive))
+	}
+	if ok, _ := lb.Alive(context.Background(), e.instance); !ok {
+		t.Error("an open executor holds no liveness record")
+	}
+	own, _, err := e.Persistent(tctx(t, time.Minute), "", Request{Owner: "o", Code: "set k v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb.SetAlive("replica2", false) // replica2 dies
+	deadline := time.Now().Add(10 * time.Second)
+	for fb.Has(alive) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if fb.Has(alive) {
+		t.Error("the sandbox of a replica that died later is still there after 10 s of sweeps")
+	}
+	if res, _, err := e.Persistent(tctx(t, time.Minute), own.SessionID, Request{Owner: "o", Code: "get k"}); err != nil || res.Stdout != "v\n" {
+		t.Errorf("the sweeping executor's own session after sweeps: %+v, %v", res, err)
+	}
+	if err := e.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := lb.Alive(context.Background(), e.instance); ok {
+		t.Error("a closed executor's liveness record is still there")
+	}
+	if fb.Live() != 0 {
+		t.Errorf("after Close: %d sandboxes left", fb.Live())
+	}
+}

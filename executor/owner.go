@@ -111,6 +111,11 @@ func (o *ownerCheck) alive(l map[string]string) bool {
 	if _, ok := liveInstances.Load(l[LabelInstance]); ok {
 		return true
 	}
+	if e.liveness != nil && l[LabelInstance] != "" {
+		// Servers on this backend are replicas that cannot see each
+		// other's processes: the backend's record decides.
+		return o.instanceAlive(l[LabelInstance])
+	}
 	pidAlive := func() bool {
 		pid, err := strconv.Atoi(l[LabelPID])
 		return err == nil && pid != e.pid && processAlive(pid)
@@ -154,5 +159,21 @@ func (o *ownerCheck) containerRunning(id string) bool {
 		v = false
 	}
 	o.running[id] = v
+	return v
+}
+
+// instanceAlive asks the backend's liveness records whether the server with
+// this instance id lives; true when the backend cannot say.
+func (o *ownerCheck) instanceAlive(instance string) bool {
+	key := "instance " + instance
+	if v, ok := o.running[key]; ok {
+		return v
+	}
+	v, err := o.e.liveness.Alive(o.ctx, instance)
+	if err != nil {
+		o.e.log.Warn("cannot tell whether a server is alive; its sandboxes stay", "instance", instance, "error", err)
+		v = true
+	}
+	o.running[key] = v
 	return v
 }

@@ -299,3 +299,21 @@ type Backend interface {
 	// ended not yet Exited.
 	State(ctx context.Context, id string) (State, error)
 }
+
+// Liveness is implemented by backends on which several servers share one
+// set of sandboxes and cannot see each other's processes (replicas of a
+// Kubernetes Deployment): each server holds a record of its own that it
+// keeps fresh, and a reaper removes another server's sandboxes only once
+// that server's record is gone or stale. Backends without it (Docker)
+// judge owners by host, pid namespace, pid and container instead.
+type Liveness interface {
+	// Hold creates the record of the server with this instance id and
+	// keeps it fresh until release is called (which deletes it) or the
+	// process dies (then it goes stale). An error means the record could
+	// not be written at all (e.g. the server may not write it).
+	Hold(ctx context.Context, instance string) (release func(context.Context) error, err error)
+	// Alive says whether the server with this instance id holds a fresh
+	// record. A missing or stale record is (false, nil); an error means the
+	// backend could not tell, and the caller must assume alive.
+	Alive(ctx context.Context, instance string) (bool, error)
+}

@@ -53,10 +53,44 @@ type Backend struct {
 	seq   int
 	boxes map[string]*box
 	all   []*box // every sandbox ever created, for MaxRuns
+	// held are the liveness records of the servers holding one.
+	held map[string]bool
 }
 
 // New returns an empty fake runtime.
-func New() *Backend { return &Backend{boxes: map[string]*box{}} }
+func New() *Backend { return &Backend{boxes: map[string]*box{}, held: map[string]bool{}} }
+
+// Liveness is the fake runtime with servers' liveness records
+// (backend.Liveness), as on Kubernetes; Backend itself has none, as on
+// Docker.
+type Liveness struct{ *Backend }
+
+var _ backend.Liveness = Liveness{}
+
+// Hold records instance as alive until release.
+func (l Liveness) Hold(ctx context.Context, instance string) (func(context.Context) error, error) {
+	l.SetAlive(instance, true)
+	return func(context.Context) error { l.SetAlive(instance, false); return nil }, nil
+}
+
+// Alive says whether instance holds a record.
+func (l Liveness) Alive(ctx context.Context, instance string) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held[instance], nil
+}
+
+// SetAlive sets or drops instance's record, as a server that starts or
+// dies would.
+func (b *Backend) SetAlive(instance string, alive bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if alive {
+		b.held[instance] = true
+	} else {
+		delete(b.held, instance)
+	}
+}
 
 var _ backend.Backend = (*Backend)(nil)
 
