@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -11,8 +12,12 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend/backendtest"
 )
 
 // TestClusterExecutor runs the executor itself on Pods: transient calls
@@ -97,5 +102,102 @@ func TestClusterExecutor(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestClusterReplicas: replicas that cannot see each other's processes
+// judge each other by their Leases. A starting executor removes the Pods
+// of a server without a Lease and keeps those of a server holding one;
+// once that server's Lease is released, the next executor's start removes
+// its Pods too. An executor holds its own Lease while open and deletes it
+// on Close.
+func TestClusterReplicas(t *testing.T) {
+	b, run := clusterBackend(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
+	other := "replica-" + suffix
+	release, err := b.Hold(ctx, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release(context.Background())
+	pod := func(instance string) string {
+		spec := pythonSpec(run, "import sys; sys.stdin.read()")
+		spec.Labels[executor.LabelKind] = executor.KindPersistent
+		spec.Labels[executor.LabelInstance] = instance
+		sb, err := b.Create(ctx, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sb.Close() })
+		return sb.ID
+	}
+	deadPod, livePod := pod("crashed-"+suffix), pod(other)
+	cfg := config.Default()
+	cfg.Docker.Image = image()
+	cfg.Pool.Enabled = false
+	start := func() *executor.Executor {
+		t.Helper()
+		e, err := executor.NewWithBackend(ctx, cfg, b, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	removing := func(id string) bool {
+		st, err := b.State(ctx, id)
+		if errors.Is(err, backend.ErrNotFound) {
+			return true
+		}
+		list, _ := b.List(ctx, map[string]string{backendtest.LabelRun: run})
+		for _, p := range list {
+			if p.ID == id {
+				return p.Removing
+			}
+		}
+		t.Logf("pod %s: %+v, %v", id, st, err)
+		return true
+	}
+	e := start()
+	if !removing(deadPod) {
+		t.Error("the Pod of a server without a Lease survived another server's start")
+	}
+	if removing(livePod) {
+		t.Fatal("a starting server removed the Pod of a server holding a fresh Lease")
+	}
+	leases, err := b.client.CoordinationV1().Leases(b.leaseNamespace()).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mine int
+	for _, l := range leases.Items {
+		if strings.HasPrefix(l.Name, LeasePrefix) && l.Name != LeasePrefix+other {
+			mine++
+		}
+	}
+	if mine == 0 {
+		t.Error("an open executor holds no Lease")
+	}
+	if err := release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e2 := start() // the other server is gone now
+	if !removing(livePod) {
+		t.Error("the Pod of a server whose Lease was released survived another server's start")
+	}
+	for _, x := range []*executor.Executor{e2, e} {
+		if err := x.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := b.client.CoordinationV1().Leases(b.leaseNamespace()).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range after.Items {
+		if strings.HasPrefix(l.Name, LeasePrefix) {
+			t.Errorf("lease %s still there after every server closed", l.Name)
+		}
 	}
 }

@@ -52,6 +52,10 @@ type Config struct {
 	// StartTimeout bounds how long Create waits for a Pod to run (image
 	// pull included). Default 2 minutes.
 	StartTimeout time.Duration
+	// LeaseNamespace holds the servers' Leases (one per live server, see
+	// Hold); default: the server's own namespace when it runs in a Pod,
+	// else Namespace.
+	LeaseNamespace string
 	// Attach is the attach stream's protocol: "" (WebSocket, falling back
 	// to SPDY when the API server cannot upgrade to it), "websocket" or
 	// "spdy" (only that one).

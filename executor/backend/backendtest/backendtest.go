@@ -16,7 +16,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -99,8 +101,12 @@ for line in sys.stdin:
     sys.stdout.write("echo:" + line); sys.stdout.flush()
 `
 
-// Spec is a hardened sandbox running `python3 -c program`, marked with run.
+// Spec is a hardened sandbox running `python3 -c program`, marked with run
+// and with this test process's host and pid, as a live server's sandbox
+// is: a server's startup reaper (another package's tests on the same
+// runtime) leaves it alone.
 func Spec(image, run, program string) backend.Spec {
+	host, _ := os.Hostname()
 	return backend.Spec{
 		Image:      image,
 		Command:    []string{"python3", "-I", "-B", "-c", program},
@@ -109,9 +115,11 @@ func Spec(image, run, program string) backend.Spec {
 		Env:        []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", "LANG=C.UTF-8", "PYTHONUNBUFFERED=1"},
 		Labels: map[string]string{
 			"python-docker-mcp.kind": "transient",
+			"python-docker-mcp.pid":  strconv.Itoa(os.Getpid()),
 			LabelRun:                 run,
 		},
 		Annotations: map[string]string{
+			"python-docker-mcp.host":    host,
 			"python-docker-mcp.owner":   "tester@example.com",
 			"python-docker-mcp.created": time.Now().UTC().Format(time.RFC3339Nano),
 		},

@@ -1,0 +1,68 @@
+package kubernetes
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// TestLeaseLogic: Hold writes a Lease naming its holder, Alive reads it,
+// a missing or stale one is not alive, renew brings back a deleted one,
+// release deletes it. Against the fake clientset; TestClusterReplicas
+// runs the same on a real API server.
+func TestLeaseLogic(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset()
+	b := &Backend{cfg: Config{Namespace: "sandboxes", LeaseNamespace: "servers", Kubeconfig: "x"}, client: cs}
+	release, err := b.Hold(ctx, "abc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := cs.CoordinationV1().Leases("servers").Get(ctx, LeasePrefix+"abc", metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != "abc" {
+		t.Fatalf("lease after Hold: %+v, %v; want holder abc in namespace servers", l, err)
+	}
+	if ok, err := b.Alive(ctx, "abc"); !ok || err != nil {
+		t.Errorf("Alive(held) = %v, %v; want true", ok, err)
+	}
+	if ok, err := b.Alive(ctx, "nobody"); ok || err != nil {
+		t.Errorf("Alive(no lease) = %v, %v; want false", ok, err)
+	}
+	now := time.Now()
+	for _, c := range []struct {
+		age  time.Duration
+		want bool
+	}{{0, true}, {leaseDuration, true}, {2*leaseDuration + time.Second, false}} {
+		ts := metav1.NewMicroTime(now.Add(-c.age))
+		if got := leaseFresh(&coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{RenewTime: &ts}}, now); got != c.want {
+			t.Errorf("leaseFresh(renewed %v ago) = %v, want %v", c.age, got, c.want)
+		}
+	}
+	if leaseFresh(&coordinationv1.Lease{}, now) {
+		t.Error("leaseFresh(never renewed) = true")
+	}
+	// Someone deletes the Lease: the next renewal writes it again.
+	leases := cs.CoordinationV1().Leases("servers")
+	if err := leases.Delete(ctx, LeasePrefix+"abc", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := renew(ctx, leases, l, func() *coordinationv1.Lease { return l.DeepCopy() }); err != nil {
+		t.Fatalf("renew of a deleted lease: %v", err)
+	}
+	if ok, _ := b.Alive(ctx, "abc"); !ok {
+		t.Error("Alive after renew re-created the lease = false")
+	}
+	if err := release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := b.Alive(ctx, "abc"); ok || err != nil {
+		t.Errorf("Alive after release = %v, %v; want false", ok, err)
+	}
+	if err := release(ctx); err != nil {
+		t.Errorf("second release = %v, want nil", err)
+	}
+}
