@@ -45,7 +45,9 @@ func newExecutor(ctx context.Context, cfg config.Config, log *slog.Logger) (*exe
 		return executor.New(ctx, cfg)
 	}
 	kubernetes.LogTo(log)
-	b, err := kubernetes.New(kubernetes.FromConfig(cfg.Kubernetes))
+	kcfg := kubernetes.FromConfig(cfg.Kubernetes)
+	kcfg.Log = log
+	b, err := kubernetes.New(kcfg)
 	if err != nil {
 		return nil, err
 	}

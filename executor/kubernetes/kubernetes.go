@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
 	"strings"
@@ -52,6 +53,9 @@ type Config struct {
 	// StartTimeout bounds how long Create waits for a Pod to run (image
 	// pull included). Default 2 minutes.
 	StartTimeout time.Duration
+	// Log receives what the backend reports on its own (a Lease renewal
+	// that failed); nil: slog.Default().
+	Log *slog.Logger
 	// LeaseNamespace holds the servers' Leases (one per live server, see
 	// Hold); default: the server's own namespace when it runs in a Pod,
 	// else Namespace.

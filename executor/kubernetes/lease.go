@@ -92,7 +92,11 @@ func (b *Backend) Hold(ctx context.Context, instance string) (func(context.Conte
 			next, err := renew(rctx, leases, cur, fresh)
 			cancel()
 			if err != nil {
-				slog.Warn("renewing this server's lease failed; retrying", "lease", ns+"/"+name, "error", err)
+				log := b.cfg.Log
+				if log == nil {
+					log = slog.Default()
+				}
+				log.Warn("renewing this server's lease failed; retrying", "lease", ns+"/"+name, "error", err)
 				continue
 			}
 			cur = next
