@@ -18,6 +18,7 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/executor"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend/backendtest"
+	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
 
 // TestClusterExecutor runs the executor itself on Pods: transient calls
@@ -43,10 +44,19 @@ func TestClusterExecutor(t *testing.T) {
 				t.Fatal(err)
 			}
 			closed := false
+			mine := map[string]string{executor.LabelPID: strconv.Itoa(os.Getpid())}
 			defer func() {
 				if !closed {
 					e.Close(context.Background())
 				}
+				// Wait for this executor's Pods to go, so that the next test
+				// finds the node's CPUs free.
+				for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+					if list, err := b.List(context.Background(), mine); err != nil || len(list) == 0 {
+						return
+					}
+				}
+				t.Error("pods still there 2 minutes after Close")
 			}()
 			run := func(req executor.Request) *executor.Result {
 				t.Helper()
@@ -63,7 +73,7 @@ func TestClusterExecutor(t *testing.T) {
 			if string(res.State) != `{"a": 3}` && string(res.State) != `{"a":3}` {
 				t.Errorf("state out %s (%+v), want a == 3", res.State, res)
 			}
-			if res := run(executor.Request{Code: "import time\ntime.sleep(60)", Limits: executor.Limits{Timeout: 2 * time.Second}}); res.Status != "timeout" {
+			if res := run(executor.Request{Code: "import time\ntime.sleep(60)", Imports: []analyze.Import{{Module: "time", Line: 1}}, Limits: executor.Limits{Timeout: 2 * time.Second}}); res.Status != "timeout" {
 				t.Errorf("sleep past the limit: %+v", res)
 			}
 			if pool {
@@ -92,7 +102,7 @@ func TestClusterExecutor(t *testing.T) {
 			closed = true
 			// Close removed every Pod of this executor (deletion may still be
 			// in progress).
-			list, err := b.List(ctx, map[string]string{executor.LabelPID: strconv.Itoa(os.Getpid())})
+			list, err := b.List(ctx, mine)
 			if err != nil {
 				t.Fatal(err)
 			}
