@@ -135,6 +135,55 @@ func image() string {
 	return "python-docker-mcp-sandbox:latest"
 }
 
+// TestClusterNoRoom: with the node's CPUs taken, the kubelet turns a new
+// sandbox Pod away (OutOfcpu); Create replaces it until room frees up,
+// and the sandbox then runs.
+func TestClusterNoRoom(t *testing.T) {
+	b, run := clusterBackend(t, "")
+	node, err := b.client.CoreV1().Nodes().Get(context.Background(), os.Getenv("PDM_K8S_NODE_NAME"), metav1.GetOptions{})
+	if err != nil {
+		t.Skipf("no node named by PDM_K8S_NODE_NAME to fill: %v", err)
+	}
+	cpus := float64(node.Status.Allocatable.Cpu().MilliValue()) / 1000
+	spec := pythonSpec(run, "import sys; sys.stdout.write('ready\\n'); sys.stdout.flush(); sys.stdin.read()")
+	spec.CPUs = cpus / 2
+	var fill []*backend.Sandbox
+	for range 2 {
+		sb, err := b.Create(context.Background(), spec)
+		if err != nil {
+			t.Fatalf("filling the node: %v", err)
+		}
+		defer sb.Close()
+		fill = append(fill, sb)
+	}
+	type result struct {
+		sb  *backend.Sandbox
+		err error
+	}
+	third := make(chan result, 1)
+	go func() {
+		sb, err := b.Create(context.Background(), spec)
+		third <- result{sb, err}
+	}()
+	select {
+	case r := <-third:
+		t.Fatalf("Create on a full node returned at once: %v, %v", r.sb, r.err)
+	case <-time.After(5 * time.Second):
+	}
+	fill[0].Close()
+	if err := b.Remove(context.Background(), fill[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	r := <-third
+	if r.err != nil {
+		t.Fatalf("Create once room freed up: %v", r.err)
+	}
+	defer r.sb.Close()
+	if got := backendtest.Next(t, backendtest.Lines(r.sb.Stdout), "stdout"); got != "ready\n" {
+		t.Fatalf("sandbox that waited for room printed %q", got)
+	}
+}
+
 // TestClusterPids: Kubernetes has no per-Pod pids limit; the node's
 // podPidsLimit caps a sandbox's processes and threads.
 func TestClusterPids(t *testing.T) {

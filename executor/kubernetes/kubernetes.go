@@ -136,11 +136,38 @@ func (b *Backend) Ping(ctx context.Context) error {
 }
 
 // Create creates the Pod, waits until its container runs, attaches to it
-// and opens its start gate. On any error the Pod is deleted.
+// and opens its start gate. On any error the Pod is deleted. A Pod the
+// node's kubelet turns away for want of room (OutOfcpu, OutOfmemory, …:
+// Pods bound with NodeName skip the scheduler, which would have waited) is
+// replaced by a new one after a pause, until StartTimeout.
 func (b *Backend) Create(ctx context.Context, spec backend.Spec) (*backend.Sandbox, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
+	deadline := time.Now().Add(b.cfg.StartTimeout)
+	pause := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		sb, err := b.create(ctx, spec)
+		if err == nil || !errors.Is(err, errNoRoom) {
+			return sb, err
+		}
+		if time.Now().Add(pause).After(deadline) {
+			return nil, fmt.Errorf("%w (%d attempts in %s: the node has no room for another sandbox; wait for running ones to end, lower docker.cpus / docker.memory or the pool sizes, or add nodes)", err, attempt, b.cfg.StartTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("create sandbox pod: %w (after: %v)", ctx.Err(), err)
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 2*time.Second)
+	}
+}
+
+// errNoRoom marks a Pod that the kubelet rejected for want of resources.
+var errNoRoom = errors.New("rejected by the node for want of resources")
+
+// create is one attempt of Create.
+func (b *Backend) create(ctx context.Context, spec backend.Spec) (*backend.Sandbox, error) {
 	name, err := podName()
 	if err != nil {
 		return nil, err
@@ -284,6 +311,9 @@ func (b *Backend) startState(p *corev1.Pod) (bool, error) {
 				return true, fmt.Errorf("%w: pod %s: %s%s", backend.ErrStart, where, w.Reason, suffix(w.Message))
 			}
 		}
+	}
+	if p.Status.Phase == corev1.PodFailed && strings.HasPrefix(p.Status.Reason, "OutOf") {
+		return true, fmt.Errorf("%w: pod %s %w (%s%s)", backend.ErrStart, where, errNoRoom, p.Status.Reason, suffix(p.Status.Message))
 	}
 	if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
 		return true, fmt.Errorf("%w: pod %s is %s (%s%s)", backend.ErrStart, where, p.Status.Phase, p.Status.Reason, suffix(p.Status.Message))

@@ -304,6 +304,7 @@ func TestStartState(t *testing.T) {
 		{"exited", &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
 			Name: ContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 125}}}}}}, true, backend.ErrStart},
 		{"pod failed", &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted"}}, true, backend.ErrStart},
+		{"no room on the node", &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "OutOfcpu"}}, true, errNoRoom},
 		{"deleting", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &metav1.Time{}}}, true, backend.ErrStart},
 	}
 	for _, tt := range tests {
