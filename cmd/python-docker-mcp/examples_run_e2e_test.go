@@ -9,7 +9,6 @@ import (
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
-	"github.com/python-docker-mcp/python-docker-mcp/executor/image"
 )
 
 const pythonDockerMCPExample = "../../examples/config/python-docker-mcp.yaml"
@@ -95,32 +94,4 @@ func TestMissingOwnImage(t *testing.T) {
 	}
 	c.cs.Close()
 	waitNoSandboxes(t, cli, c.pid, "after the missing-image run")
-}
-
-// TestExplainBuild checks what an operator is told before the managed
-// image is built (nothing is built here).
-func TestExplainBuild(t *testing.T) {
-	cfg := config.Default()
-	cli := dockertest.RequireImage(t, cfg.Docker.Image)
-	ctx := context.Background()
-	r := image.RecipeFrom(cfg)
-	if got := image.Explain(ctx, cli, cfg.Docker.Image, r); got != "" {
-		t.Errorf("current image: %q, want nothing", got)
-	}
-	if got := image.Explain(ctx, cli, "python:3.12.2-slim", r); got != "" {
-		t.Errorf("an image python-docker-mcp does not build: %q, want nothing", got)
-	}
-	// A new tag, same packages: the image exists under :latest already.
-	tag := image.ManagedRepository + ":e2e-no-such-tag"
-	if got := image.Explain(ctx, cli, tag, r); !strings.Contains(got, cfg.Docker.Image+" was built from the same recipe") || !strings.Contains(got, "set docker.image to "+cfg.Docker.Image) {
-		t.Errorf("new tag without new packages: %q, want it to name %s and how to use it", got, cfg.Docker.Image)
-	}
-	cfg.Image.Packages = append(cfg.Image.Packages, "python3-tabulate")
-	r2 := image.RecipeFrom(cfg)
-	if got := image.Explain(ctx, cli, tag, r2); !strings.Contains(got, "does not exist: building it now") || !strings.Contains(got, "python3-tabulate") {
-		t.Errorf("new tag with new packages: %q", got)
-	}
-	if got := image.Explain(ctx, cli, cfg.Docker.Image, r2); !strings.Contains(got, "built from another recipe") {
-		t.Errorf("changed packages under the same tag: %q", got)
-	}
 }

@@ -182,3 +182,31 @@ func TestEnsureForeignImage(t *testing.T) {
 		t.Fatalf("Ensure(missing foreign image) = %v; want an error that says what to do", err)
 	}
 }
+
+// TestExplain checks what an operator is told before the managed
+// image is built (nothing is built here).
+func TestExplain(t *testing.T) {
+	cfg := config.Default()
+	cli := dockertest.RequireImage(t, cfg.Docker.Image)
+	ctx := context.Background()
+	r := RecipeFrom(cfg)
+	if got := Explain(ctx, cli, cfg.Docker.Image, r); got != "" {
+		t.Errorf("current image: %q, want nothing", got)
+	}
+	if got := Explain(ctx, cli, "python:3.12.2-slim", r); got != "" {
+		t.Errorf("an image python-docker-mcp does not build: %q, want nothing", got)
+	}
+	// A new tag, same packages: the image exists under :latest already.
+	tag := ManagedRepository + ":e2e-no-such-tag"
+	if got := Explain(ctx, cli, tag, r); !strings.Contains(got, cfg.Docker.Image+" was built from the same recipe") || !strings.Contains(got, "set docker.image to "+cfg.Docker.Image) {
+		t.Errorf("new tag without new packages: %q, want it to name %s and how to use it", got, cfg.Docker.Image)
+	}
+	cfg.Image.Packages = append(cfg.Image.Packages, "python3-tabulate")
+	r2 := RecipeFrom(cfg)
+	if got := Explain(ctx, cli, tag, r2); !strings.Contains(got, "does not exist: building it now") || !strings.Contains(got, "python3-tabulate") {
+		t.Errorf("new tag with new packages: %q", got)
+	}
+	if got := Explain(ctx, cli, cfg.Docker.Image, r2); !strings.Contains(got, "built from another recipe") {
+		t.Errorf("changed packages under the same tag: %q", got)
+	}
+}
