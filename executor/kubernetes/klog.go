@@ -32,7 +32,8 @@ func (h closedStreams) Enabled(ctx context.Context, l slog.Level) bool {
 func (h closedStreams) Handle(ctx context.Context, r slog.Record) error {
 	closed := false
 	r.Attrs(func(a slog.Attr) bool {
-		closed = strings.Contains(a.Value.String(), "use of closed network connection")
+		v := a.Value.String()
+		closed = strings.Contains(v, "use of closed network connection") || strings.Contains(v, "websocket: close sent")
 		return !closed
 	})
 	if closed && r.Level > slog.LevelDebug {

@@ -47,6 +47,7 @@ func TestLogTo(t *testing.T) {
 	buf.Reset()
 	LogTo(slog.New(slog.NewJSONHandler(&buf, nil)))
 	klog.ErrorS(errors.New("use of closed network connection"), "Copying stderr failed")
+	klog.ErrorS(errors.New("websocket: close sent"), "Copying stdin failed")
 	klog.Flush()
 	if buf.Len() != 0 {
 		t.Errorf("closed-stream record at info level: %s", buf.String())
