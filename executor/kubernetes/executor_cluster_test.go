@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -209,5 +211,92 @@ func TestClusterReplicas(t *testing.T) {
 		if strings.HasPrefix(l.Name, LeasePrefix) {
 			t.Errorf("lease %s still there after every server closed", l.Name)
 		}
+	}
+}
+
+// TestClusterExecutorLatency measures the executor's calls on Pods next to
+// the same calls on the local Docker daemon, in one run: transient
+// print(1) on a cold sandbox (no pool), on a warm pooled one (calls 2 s
+// apart, so the pool has refilled), and a call in an existing session,
+// every sandbox with half a CPU. Run with -k8s.latency; it reports, it
+// asserts nothing about time.
+func TestClusterExecutorLatency(t *testing.T) {
+	if !*latency {
+		t.Skip("run with -k8s.latency")
+	}
+	b := newCluster(t, "")
+	n := *latencyN
+	type backendCase struct {
+		name  string
+		start func(cfg config.Config) (*executor.Executor, error)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cases := []backendCase{{"kubernetes", func(cfg config.Config) (*executor.Executor, error) {
+		return executor.NewWithBackend(context.Background(), cfg, b, log)
+	}}}
+	if os.Getenv("PDM_K8S_NO_DOCKER") == "" {
+		cases = append(cases, backendCase{"docker", func(cfg config.Config) (*executor.Executor, error) {
+			return executor.New(context.Background(), cfg)
+		}})
+	}
+	results := map[string][]time.Duration{}
+	for _, bc := range cases {
+		for _, mode := range []string{"cold", "warm", "session"} {
+			cfg := config.Default()
+			cfg.Docker.Image = image()
+			cfg.Pool.Enabled, cfg.Pool.Size = mode == "warm", 1
+			cfg.Pool.Preload = []string{}
+			// Half a CPU each: a Pod requests what it may use, and the
+			// one-node test cluster has 2 CPUs for the running sandbox, the
+			// pool's and the ones still being removed.
+			cfg.Docker.CPULimit = 0.5
+			e, err := bc.start(cfg)
+			if err != nil {
+				t.Fatalf("%s: %v", bc.name, err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			sid := ""
+			if mode == "session" {
+				_, sid, err = e.Persistent(ctx, "", executor.Request{Owner: "bench", Code: "x = 0"})
+				if err != nil {
+					t.Fatalf("%s: new session: %v", bc.name, err)
+				}
+			}
+			key := bc.name + " " + mode
+			for i := range n {
+				if mode == "warm" {
+					time.Sleep(2 * time.Second)
+				}
+				t0 := time.Now()
+				var res *executor.Result
+				if mode == "session" {
+					res, _, err = e.Persistent(ctx, sid, executor.Request{Owner: "bench", Code: "x += 1\nprint(x)"})
+				} else {
+					res, err = e.Transient(ctx, executor.Request{Code: "print(1)"})
+				}
+				d := time.Since(t0)
+				if err != nil || res.Status != "ok" {
+					t.Fatalf("%s call %d: %+v, %v", key, i, res, err)
+				}
+				results[key] = append(results[key], d)
+			}
+			cancel()
+			if err := e.Close(context.Background()); err != nil {
+				t.Errorf("%s: close: %v", bc.name, err)
+			}
+		}
+	}
+	p := func(d []time.Duration, q float64) float64 {
+		d = slices.Clone(d)
+		slices.Sort(d)
+		return ms(d[int(q*float64(len(d)-1)+0.5)])
+	}
+	for _, mode := range []string{"cold", "warm", "session"} {
+		k, d := results["kubernetes "+mode], results["docker "+mode]
+		line := fmt.Sprintf("%-8s n=%-3d kubernetes p50 %8.1f ms p95 %8.1f ms", mode, len(k), p(k, 0.5), p(k, 0.95))
+		if len(d) > 0 {
+			line += fmt.Sprintf(" | docker p50 %8.1f ms p95 %8.1f ms | p50 ratio %.2fx", p(d, 0.5), p(d, 0.95), p(k, 0.5)/p(d, 0.5))
+		}
+		t.Log(line)
 	}
 }

@@ -152,7 +152,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (*backend.Sandb
 			return sb, err
 		}
 		if time.Now().Add(pause).After(deadline) {
-			return nil, fmt.Errorf("%w (%d attempts in %s: the node has no room for another sandbox; wait for running ones to end, lower docker.cpus / docker.memory or the pool sizes, or add nodes)", err, attempt, b.cfg.StartTimeout)
+			return nil, fmt.Errorf("%w (%d attempts in %s: the node has no room for another sandbox; wait for running ones to end, lower docker.cpu_limit / docker.memory_limit or the pool sizes, or add nodes)", err, attempt, b.cfg.StartTimeout)
 		}
 		select {
 		case <-ctx.Done():
