@@ -27,7 +27,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
@@ -161,7 +160,7 @@ type (
 // Executor runs code in sandboxes. Create it with New; Close removes every
 // sandbox it started.
 type Executor struct {
-	cfg config.Config
+	cfg Config
 	be  backend.Backend
 	// docker is the Docker client for what only Docker has (package
 	// volumes, installers, the server's own container); nil on other
@@ -202,7 +201,7 @@ var liveInstances sync.Map
 // and returns an executor whose sandboxes are its containers (see
 // NewWithBackend). Docker unreachable is an error wrapping
 // ErrDockerUnavailable; a missing image is reported by the first run.
-func New(ctx context.Context, cfg config.Config) (*Executor, error) {
+func New(ctx context.Context, cfg Config) (*Executor, error) {
 	if err := checkConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -219,7 +218,7 @@ func New(ctx context.Context, cfg config.Config) (*Executor, error) {
 // it removes labelled sandboxes that no live executor owns (crash
 // leftovers) and starts the session reaper and, with pool.enabled, the
 // warm pool. log nil means slog.Default().
-func NewWithBackend(ctx context.Context, cfg config.Config, b backend.Backend, log *slog.Logger) (*Executor, error) {
+func NewWithBackend(ctx context.Context, cfg Config, b backend.Backend, log *slog.Logger) (*Executor, error) {
 	if err := checkConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -229,7 +228,7 @@ func NewWithBackend(ctx context.Context, cfg config.Config, b backend.Backend, l
 	return newExecutor(ctx, cfg, b, nil, log)
 }
 
-func checkConfig(cfg config.Config) error {
+func checkConfig(cfg Config) error {
 	if cfg.Docker.Image == "" {
 		return errors.New("docker.image is empty")
 	}
@@ -240,7 +239,7 @@ func checkConfig(cfg config.Config) error {
 }
 
 // newExecutor: cli is nil, or the Docker client b runs on.
-func newExecutor(ctx context.Context, cfg config.Config, b backend.Backend, cli dockerAPI, log *slog.Logger) (*Executor, error) {
+func newExecutor(ctx context.Context, cfg Config, b backend.Backend, cli dockerAPI, log *slog.Logger) (*Executor, error) {
 	host, _ := os.Hostname()
 	e := &Executor{
 		cfg:       cfg,

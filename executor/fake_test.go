@@ -34,7 +34,7 @@ func newFake(t *testing.T, edit func(*config.Config)) (*Executor, *fake.Backend)
 		edit(&cfg)
 	}
 	fb := fake.New()
-	e, err := NewWithBackend(context.Background(), cfg, fb, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e, err := NewWithBackend(context.Background(), ConfigFrom(cfg), fb, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatalf("NewWithBackend: %v", err)
 	}
@@ -276,7 +276,7 @@ func TestFakeReapsLeftovers(t *testing.T) {
 	foreign := fb.Adopt(spec(KindTransient, "1", "elsewhere", "x"))
 	cfg := config.Default()
 	cfg.Pool.Enabled = false
-	e, err := NewWithBackend(context.Background(), cfg, fb, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e, err := NewWithBackend(context.Background(), ConfigFrom(cfg), fb, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func TestFakeReapsLeftovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A second executor's start must leave the first one's session alone.
-	e2, err := NewWithBackend(context.Background(), cfg, fb, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e2, err := NewWithBackend(context.Background(), ConfigFrom(cfg), fb, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func TestFakeCloseEndsEverything(t *testing.T) {
 	cfg := config.Default()
 	cfg.Pool.Enabled, cfg.Pool.Size = true, 2
 	fb := fake.New()
-	e, err := NewWithBackend(context.Background(), cfg, fb, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e, err := NewWithBackend(context.Background(), ConfigFrom(cfg), fb, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +370,7 @@ func TestFakeReapsDeadReplicas(t *testing.T) {
 	alive := fb.Adopt(spec("replica2"))
 	cfg := config.Default()
 	cfg.Pool.Enabled = false
-	e, err := NewWithBackend(context.Background(), cfg, lb, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e, err := NewWithBackend(context.Background(), ConfigFrom(cfg), lb, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -238,7 +238,7 @@ func installerArgs(p config.Package, wheelhouses int, requirement string) (pip, 
 // is set, every capability dropped but CHOWN, SETUID and SETGID (used once
 // by the bootstrap before it drops to docker.user), no-new-privileges, the
 // package volume writable, the wheelhouses read-only. A pure function.
-func installerSpec(c config.Config, lim Limits, meta sandboxMeta, cmd []string) (*container.Config, *container.HostConfig) {
+func installerSpec(c Config, lim Limits, meta sandboxMeta, cmd []string) (*container.Config, *container.HostConfig) {
 	cfg, host := containerSpec(c.Docker, lim, meta)
 	cfg.User = "0:0"
 	cfg.Hostname = "installer"

@@ -159,7 +159,7 @@ func TestInstallerSpec(t *testing.T) {
 	c := config.Default()
 	c.Package.FindLinks = []string{"/srv/wheels"}
 	meta := sandboxMeta{Kind: KindInstaller, Session: "s1", Packages: sessionVolume("s1")}
-	cfg, host := installerSpec(c, Limits{Memory: 1 << 30}, meta, []string{"1000", "1000", "{}", "pip"})
+	cfg, host := installerSpec(ConfigFrom(c), Limits{Memory: 1 << 30}, meta, []string{"1000", "1000", "{}", "pip"})
 	if host.NetworkMode != "none" || !host.ReadonlyRootfs || cfg.User != "0:0" {
 		t.Errorf("network %q, readonly %v, user %q; want none, true, 0:0 (the bootstrap drops to docker.user)", host.NetworkMode, host.ReadonlyRootfs, cfg.User)
 	}
@@ -180,7 +180,7 @@ func TestInstallerSpec(t *testing.T) {
 		t.Errorf("/tmp %q: want noexec without allow_sdist", host.Tmpfs["/tmp"])
 	}
 	c.Package.IndexURL = "https://pypi.example/simple"
-	if _, host := installerSpec(c, Limits{}, meta, nil); host.NetworkMode != "bridge" {
+	if _, host := installerSpec(ConfigFrom(c), Limits{}, meta, nil); host.NetworkMode != "bridge" {
 		t.Errorf("with index_url: network %q, want bridge", host.NetworkMode)
 	}
 

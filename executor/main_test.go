@@ -98,7 +98,7 @@ func newExec(t testing.TB, edit func(*config.Config)) (*Executor, *client.Client
 	if edit != nil {
 		edit(&cfg)
 	}
-	e, err := New(context.Background(), cfg)
+	e, err := New(context.Background(), ConfigFrom(cfg))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -42,7 +42,7 @@ func newLogger(cfg config.Log, w io.Writer) *slog.Logger {
 // newExecutor starts the executor on the configured backend.
 func newExecutor(ctx context.Context, cfg config.Config, log *slog.Logger) (*executor.Executor, error) {
 	if cfg.Backend != "kubernetes" {
-		return executor.New(ctx, cfg)
+		return executor.New(ctx, executor.ConfigFrom(cfg))
 	}
 	kubernetes.LogTo(log)
 	kcfg := kubernetes.FromConfig(cfg.Kubernetes)
@@ -57,7 +57,7 @@ func newExecutor(ctx context.Context, cfg config.Config, log *slog.Logger) (*exe
 		return nil, err
 	}
 	log.Info("sandboxes run as Kubernetes Pods", "namespace", b.Namespace())
-	return executor.NewWithBackend(ctx, cfg, b, log)
+	return executor.NewWithBackend(ctx, executor.ConfigFrom(cfg), b, log)
 }
 
 // runServe serves MCP until ctx ends (SIGINT/SIGTERM) or stdin closes, then

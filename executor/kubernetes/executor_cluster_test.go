@@ -41,7 +41,7 @@ func TestClusterExecutor(t *testing.T) {
 			cfg.Pool.Preload = []string{}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
-			e, err := executor.NewWithBackend(ctx, cfg, b, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			e, err := executor.NewWithBackend(ctx, executor.ConfigFrom(cfg), b, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -151,7 +151,7 @@ func TestClusterReplicas(t *testing.T) {
 	cfg.Pool.Enabled = false
 	start := func() *executor.Executor {
 		t.Helper()
-		e, err := executor.NewWithBackend(ctx, cfg, b, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		e, err := executor.NewWithBackend(ctx, executor.ConfigFrom(cfg), b, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,11 +232,11 @@ func TestClusterExecutorLatency(t *testing.T) {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cases := []backendCase{{"kubernetes", func(cfg config.Config) (*executor.Executor, error) {
-		return executor.NewWithBackend(context.Background(), cfg, b, log)
+		return executor.NewWithBackend(context.Background(), executor.ConfigFrom(cfg), b, log)
 	}}}
 	if os.Getenv("PDM_K8S_NO_DOCKER") == "" {
 		cases = append(cases, backendCase{"docker", func(cfg config.Config) (*executor.Executor, error) {
-			return executor.New(context.Background(), cfg)
+			return executor.New(context.Background(), executor.ConfigFrom(cfg))
 		}})
 	}
 	results := map[string][]time.Duration{}

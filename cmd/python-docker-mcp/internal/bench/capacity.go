@@ -146,7 +146,7 @@ func cgroupCPU(id string) (time.Duration, bool) {
 func (b *bencher) costScenario(ctx context.Context, rep *benchReport) error {
 	cfg := b.cfg
 	cfg.Pool.Enabled = false
-	ex, err := executor.New(ctx, cfg)
+	ex, err := executor.New(ctx, executor.ConfigFrom(cfg))
 	if err != nil {
 		return benchFail(exitDocker, "cost: %v", err)
 	}
