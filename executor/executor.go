@@ -420,6 +420,9 @@ func (e *Executor) Close(ctx context.Context) error {
 	select {
 	case <-finished:
 	case <-ctx.Done():
+		// What is left is removed by the next server to start, or by a
+		// replica's sweep once this server's record is gone.
+		e.dropLiveness(ctx)
 		return fmt.Errorf("close executor: %w", ctx.Err())
 	}
 	e.retryRemovals()
@@ -433,15 +436,21 @@ func (e *Executor) Close(ctx context.Context) error {
 		e.log.Warn("sandboxes left behind; the next start removes them", "count", n)
 	}
 	liveInstances.Delete(e.instance)
-	if e.releaseLive != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		err := e.releaseLive(rctx)
-		cancel()
-		if err != nil {
-			e.log.Warn("deleting this server's liveness record failed; it goes stale by itself", "error", err)
-		}
-	}
+	e.dropLiveness(ctx)
 	return e.closeDocker()
+}
+
+// dropLiveness deletes this server's liveness record, if the backend keeps
+// one, and stops renewing it.
+func (e *Executor) dropLiveness(ctx context.Context) {
+	if e.releaseLive == nil {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := e.releaseLive(rctx); err != nil {
+		e.log.Warn("deleting this server's liveness record failed; it goes stale by itself", "error", err)
+	}
 }
 
 // prepare validates a request and resolves its limits.
