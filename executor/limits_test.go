@@ -93,6 +93,25 @@ func TestForkBomb(t *testing.T) {
 	wantStatus(t, res, "ok")
 }
 
+// TestStubbornForkBomb: a session call whose processes keep every pid of
+// the sandbox taken (they do not die when fork fails) and outlive its time
+// limit. The call times out; what it started is killed with its
+// interpreter, and the session's next call runs in a new one.
+func TestStubbornForkBomb(t *testing.T) {
+	e, _ := newExec(t, nil)
+	bomb := "import os, time\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        time.sleep(0.01)\n"
+	_, id := persistent(t, e, "", Request{Owner: "o", Code: "x = 1"})
+	res, _ := persistent(t, e, id, Request{Owner: "o", Code: bomb, Imports: imports("os", 1, "time", 1), Limits: Limits{Timeout: 3 * time.Second}})
+	if res.Status != "timeout" {
+		t.Fatalf("stubborn fork bomb: status %q, want timeout; %+v", res.Status, res.Error)
+	}
+	res, _ = persistent(t, e, id, Request{Owner: "o", Code: "print('next')"})
+	wantStatus(t, res, "ok")
+	if res.Stdout != "next\n" {
+		t.Errorf("the session's next call printed %q", res.Stdout)
+	}
+}
+
 // watchHeap samples this process's heap in use every 5 ms until the
 // function it returns is called; that function stops the sampling and
 // returns the peak's growth in bytes over the heap at the start (after a

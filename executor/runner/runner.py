@@ -1048,7 +1048,12 @@ class _Worker:
         # The runner's objects stay out of the worker's garbage collection,
         # which would otherwise touch (and so copy) every page it inherits.
         gc.freeze()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            for fd in (ctrl_r, ctrl_w, res_r, res_w, out_r, out_w, err_r, err_w):
+                os.close(fd)
+            raise
         if pid == 0:
             code = 70
             try:
@@ -1344,6 +1349,21 @@ def _worker_run(req, denied):
 # ---------------------------------------------------------------- runner side
 
 
+def _new_worker():
+    """A new worker. While the sandbox's pids are used up (what a killed
+    call started is still dying: a fork bomb) it kills the strays and tries
+    again, for up to 3 s."""
+    deadline = time.monotonic() + 3
+    while True:
+        try:
+            return _Worker()
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise
+            _kill_strays(None)
+            time.sleep(0.01)
+
+
 def _kill_strays(keep):
     """Kills every process of the sandbox except the runner and keep (the
     session's worker): what a call started does not outlive it."""
@@ -1613,10 +1633,15 @@ class _Runner:
                 self.spare()
 
     def spare(self):
-        """Forks a worker before it is needed, off the call's path."""
+        """Forks a worker before it is needed, off the call's path; if that
+        fails, the next call forks one (and reports why it cannot)."""
         if self.worker is not None:
             self.worker.kill()
-        self.worker = _Worker()
+            self.worker = None
+        try:
+            self.worker = _new_worker()
+        except OSError as e:
+            _diag("spare worker: %s" % e)
 
     def idle_wait(self):
         p = select.poll()
@@ -1699,7 +1724,7 @@ class _Runner:
             w.kill()
             w = self.worker = None
         if w is None:
-            w = self.worker = _Worker()
+            w = self.worker = _new_worker()
         w.key = key
         w.runs += 1
 
@@ -1808,6 +1833,10 @@ class _Runner:
             w.kill()
         elif not w.dead:
             _kill_strays(w.pid)
+        else:
+            # The session's interpreter was killed: what it started goes
+            # with it, before a new one is forked.
+            _kill_strays(None)
         resp["stdout"], resp["stdout_truncated"] = out.text()
         resp["stderr"], resp["stderr_truncated"] = err.text()
         if note:
