@@ -400,6 +400,24 @@ func TestClusterLeastPrivilege(t *testing.T) {
 			t.Fatalf("%s: Remove as %s: %v", attach, sa, err)
 		}
 	}
+	// The server's Lease, in its own namespace (where the server's Pod
+	// runs): held, read, released; refused in the sandbox namespace.
+	lb := &Backend{cfg: admin.cfg, rest: rc, client: client}
+	lb.cfg.Namespace, lb.cfg.LeaseNamespace = sandboxNS, serverNS
+	release, err := lb.Hold(ctx, "least-privilege-"+run)
+	if err != nil {
+		t.Fatalf("Hold as %s in %s: %v", sa, serverNS, err)
+	}
+	if ok, err := lb.Alive(ctx, "least-privilege-"+run); !ok || err != nil {
+		t.Errorf("Alive as %s = %v, %v; want true", sa, ok, err)
+	}
+	if err := release(ctx); err != nil {
+		t.Errorf("release as %s: %v", sa, err)
+	}
+	lb.cfg.LeaseNamespace = sandboxNS
+	if _, err := lb.Hold(ctx, "least-privilege-"+run); !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), "leases") {
+		t.Errorf("Hold as %s in %s = %v, want a refusal naming the RBAC needed", sa, sandboxNS, err)
+	}
 	// No more than that: not in another namespace, not Secrets, not exec.
 	other := &Backend{cfg: admin.cfg, rest: rc, client: client}
 	if _, err := other.List(ctx, nil); !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), "pods/attach") {
