@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -286,11 +285,7 @@ func TestClusterExecutorLatency(t *testing.T) {
 			}
 		}
 	}
-	p := func(d []time.Duration, q float64) float64 {
-		d = slices.Clone(d)
-		slices.Sort(d)
-		return ms(d[int(q*float64(len(d)-1)+0.5)])
-	}
+	p := func(d []time.Duration, q float64) float64 { return ms(quantile(d, q)) }
 	for _, mode := range []string{"cold", "warm", "session"} {
 		k, d := results["kubernetes "+mode], results["docker "+mode]
 		line := fmt.Sprintf("%-8s n=%-3d kubernetes p50 %8.1f ms p95 %8.1f ms", mode, len(k), p(k, 0.5), p(k, 0.95))
