@@ -458,10 +458,41 @@ while True:
 	if err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, 6)
-	if _, err := io.ReadFull(sb.Stdout, buf); err != nil || string(buf) != "ready\n" {
-		t.Fatalf("first bytes %q, %v; want ready", buf, err)
+	// Both streams are read until "ready" arrives (the contract: one
+	// unread stream may stall the other, and stderr's flood can come
+	// first); then neither is.
+	readingErr := make(chan struct{})
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			select {
+			case <-readingErr:
+				return
+			default:
+			}
+			if _, err := sb.Stderr.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	ready := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 6)
+		_, err := io.ReadFull(sb.Stdout, buf)
+		if err == nil && string(buf) != "ready\n" {
+			err = fmt.Errorf("first bytes %q, want ready", buf)
+		}
+		ready <- err
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("no ready line within 60 s")
 	}
+	close(readingErr)
 	done := make(chan error, 1)
 	go func() { done <- sb.Close() }()
 	select {
