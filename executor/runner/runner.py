@@ -1112,7 +1112,8 @@ def _worker_main(ctrl_r, res_w, out_w, err_w):
     os.dup2(_DEVNULL, 0)
     os.dup2(out_w, 1)
     os.dup2(err_w, 2)
-    keep = {0, 1, 2, ctrl_r, res_w}
+    null = os.open("/dev/null", os.O_RDWR)
+    keep = {0, 1, 2, ctrl_r, res_w, null}
     for fd in range(3, 1024):
         if fd not in keep:
             try:
@@ -1131,6 +1132,20 @@ def _worker_main(ctrl_r, res_w, out_w, err_w):
     signal.signal(signal.SIGUSR1, _on_signal)
     signal.signal(signal.SIGUSR2, _on_signal)
     _fresh_stdio()
+
+    def not_the_worker():
+        # A process that user code forks is not the worker: it must
+        # neither take the next call's request nor answer for this one (a
+        # fork bomb's stray would otherwise write a stale reply into a
+        # later call). Its control pipe reads EOF, so it exits where the
+        # worker would wait for a request; its replies go nowhere.
+        try:
+            os.dup2(null, ctrl_r)
+            os.dup2(null, res_w)
+        except OSError:
+            os._exit(70)
+
+    os.register_at_fork(after_in_child=not_the_worker)
     reader = _FrameReader(ctrl_r, _MAX_FRAME)
     os.set_blocking(ctrl_r, True)
     guarded = False
@@ -1366,18 +1381,30 @@ def _new_worker():
 
 def _kill_strays(keep):
     """Kills every process of the sandbox except the runner and keep (the
-    session's worker): what a call started does not outlive it."""
-    for _ in range(10):
+    session's worker): what a call started does not outlive it. A fork bomb
+    forks while it is being killed, so this goes on until none is left, for
+    up to 2 s: with nothing to keep, the runner (process 1 of the sandbox)
+    signals them all at once with kill(-1); otherwise each is stopped first
+    (a stopped process cannot fork), then killed."""
+    deadline = time.monotonic() + 2
+    while True:
         others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (_PID, keep) and not _zombie(p)]
-        if not others:
+        if not others or time.monotonic() > deadline:
             break
-        for p in others:
+        if keep is None and _PID == 1:
             try:
-                os.kill(p, signal.SIGKILL)
+                os.kill(-1, signal.SIGKILL)
             except OSError:
                 pass
+        else:
+            for sig in (signal.SIGSTOP, signal.SIGKILL):
+                for p in others:
+                    try:
+                        os.kill(p, sig)
+                    except OSError:
+                        pass
         _reap(None)
-        time.sleep(0.005)
+        time.sleep(0.002)
 
 
 def _zombie(pid):
