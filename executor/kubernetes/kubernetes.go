@@ -187,10 +187,20 @@ func (b *Backend) create(ctx context.Context, spec backend.Spec) (*backend.Sandb
 	}
 	created, err := pods.Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
+		if _, ok := ctx.Deadline(); ok && strings.Contains(err.Error(), "would exceed context deadline") {
+			// client-go's rate limiter gives up before the deadline it
+			// foresees passing: let it pass, so the error is ctx's.
+			<-ctx.Done()
+		}
 		err = b.apiErr("create sandbox pod", err)
-		if ctx.Err() != nil {
-			// The request may have reached the API server before ctx
-			// ended: the Pod may exist.
+		if cerr := ctx.Err(); cerr != nil {
+			// ctx's end is the cause (client-go's rate limiter, for one,
+			// says only that waiting would pass the deadline). The request
+			// may have reached the API server before ctx ended: the Pod
+			// may exist.
+			if !errors.Is(err, cerr) {
+				err = fmt.Errorf("%w (%v)", cerr, err)
+			}
 			err = removeOnError(err)
 		}
 		return nil, err

@@ -2,12 +2,17 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend/backendtest"
 )
 
 // TestLeaseLogic: Hold writes a Lease naming its holder, Alive reads it,
@@ -64,5 +69,23 @@ func TestLeaseLogic(t *testing.T) {
 	}
 	if err := release(ctx); err != nil {
 		t.Errorf("second release = %v, want nil", err)
+	}
+}
+
+// TestCreateRateLimited: client-go's rate limiter refuses a request whose
+// deadline it foresees passing, with an error that does not wrap ctx's;
+// Create still returns ctx's DeadlineExceeded, as the backend contract
+// asks (TestClusterSuite/CreateCancelled met this on the real cluster).
+func TestCreateRateLimited(t *testing.T) {
+	cs := fake.NewClientset()
+	cs.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("client rate limiter Wait returned an error: rate: Wait(n=1) would exceed context deadline")
+	})
+	b := &Backend{cfg: Config{Namespace: "sandboxes", StartTimeout: time.Minute}, client: cs}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	spec := backendtest.Spec("python-docker-mcp-sandbox:latest", "run", "pass")
+	if _, err := b.Create(ctx, spec); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Create rate-limited past its deadline = %v, want DeadlineExceeded", err)
 	}
 }
