@@ -88,6 +88,12 @@ type Spec struct {
 	// Docker creates a named volume on first use; backends without named
 	// volumes (Kubernetes) refuse a Spec that has any with ErrInvalidSpec.
 	Volumes []Volume
+	// Detachable keeps the program's stdin open when an attach stream
+	// ends, so that a later Shared.Attach (by this server or another one)
+	// can go on talking to it. The program then never sees EOF when its
+	// server goes away and must end by itself (the runner's idle exit,
+	// PDM_IDLE_EXIT). Backends without Shared ignore it.
+	Detachable bool
 }
 
 // Volume is a named volume mounted at Path.
@@ -316,4 +322,77 @@ type Liveness interface {
 	// record. A missing or stale record is (false, nil); an error means the
 	// backend could not tell, and the caller must assume alive.
 	Alive(ctx context.Context, instance string) (bool, error)
+}
+
+// Shared is implemented by backends on which several servers share one
+// set of sandboxes (replicas of a Kubernetes Deployment behind one
+// Service): a persistent session outlives the server that started it, and
+// any server can serve any session. The session's record lives in the
+// backend and says who owns the session, when it was last used, which
+// sandbox holds its interpreter, and which server talks to that sandbox
+// now: one writer at a time, because the sandbox's stdin is one stream
+// that every attached server writes to.
+type Shared interface {
+	// Attach opens another attach stream to a running sandbox created
+	// with Spec.Detachable. Nothing the program wrote before the stream
+	// connected is replayed, and every stream attached to the sandbox
+	// receives what it writes from then on (so a server drops the replies
+	// to requests it did not send). Closing the stream leaves the program
+	// running. An unknown or ended sandbox wraps ErrNotFound.
+	Attach(ctx context.Context, id string) (*Sandbox, error)
+	// CreateSession stores rec, held by holder, and returns its lock. A
+	// record with rec.ID already present is an error.
+	CreateSession(ctx context.Context, rec SessionRecord, holder string) (SessionLock, error)
+	// LockSession takes session id's record for holder, waiting (until
+	// ctx ends) while another server holds it and keeps its hold fresh. A
+	// hold not renewed for twice SessionHold is taken over: its server
+	// died. A missing record wraps ErrNotFound.
+	LockSession(ctx context.Context, id, holder string) (SessionLock, error)
+	// Sessions returns the records of owner's sessions ("" = everyone's).
+	Sessions(ctx context.Context, owner string) ([]SessionRecord, error)
+	// DeleteSession removes the record, held or not. Unknown is no error.
+	DeleteSession(ctx context.Context, id string) error
+}
+
+// SessionHold is how long a session lock stays valid without renewal; a
+// holder renews it every third of that while it holds it.
+const SessionHold = 10 * time.Second
+
+// SessionRecord is a session's record in a Shared backend.
+type SessionRecord struct {
+	ID    string
+	Owner string
+	// Created is when the session started; LastUsed when its last call
+	// ended (the lock's release).
+	Created, LastUsed time.Time
+	// Sandbox is the id of the sandbox holding the session's interpreter
+	// ("" before one is started).
+	Sandbox string
+	// Holder is the server holding the lock ("" = free); Renewed is when
+	// it last renewed its hold.
+	Holder  string
+	Renewed time.Time
+	// Meta is the executor's data about the session (its limits), kept as
+	// given.
+	Meta map[string]string
+}
+
+// Held says whether the record's lock is held by a server that renewed it
+// within twice SessionHold of now.
+func (r SessionRecord) Held(now time.Time) bool {
+	return r.Holder != "" && now.Sub(r.Renewed) < 2*SessionHold
+}
+
+// SessionLock is a held session record. The holder renews it in the
+// background until Release or Delete.
+type SessionLock interface {
+	// Record is the record as of taking the lock, with the holder's
+	// later SetSandbox applied.
+	Record() SessionRecord
+	// SetSandbox records the session's current sandbox.
+	SetSandbox(ctx context.Context, id string) error
+	// Release frees the record and sets LastUsed to now.
+	Release(ctx context.Context) error
+	// Delete removes the record, ending the session for every server.
+	Delete(ctx context.Context) error
 }

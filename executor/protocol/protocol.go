@@ -28,6 +28,7 @@ const (
 	OpList      = "list"      // list "path" (recursively)
 	OpInterrupt = "interrupt" // interrupt the running request "id" (no reply of its own)
 	OpExit      = "exit"      // end the runner (no reply)
+	OpPing      = "ping"      // answer at once (an attach stream's first request)
 	OpReady     = "ready"     // the runner's first frame
 )
 
@@ -182,4 +183,14 @@ type SyntaxError struct {
 	// Detail is CPython's rendering: the line number, the source line with
 	// a caret under the error, and the message.
 	Detail string `json:"detail"`
+}
+
+// NonceIs says whether a reply frame carries nonce. Where several servers
+// share one sandbox's output (a session on a Shared backend), each skips
+// the replies whose nonce is not that of its own request.
+func NonceIs(data []byte, nonce string) bool {
+	var r struct {
+		Nonce string `json:"nonce"`
+	}
+	return json.Unmarshal(data, &r) == nil && r.Nonce == nonce
 }

@@ -55,10 +55,14 @@ type Backend struct {
 	all   []*box // every sandbox ever created, for MaxRuns
 	// held are the liveness records of the servers holding one.
 	held map[string]bool
+	// records are the session records (Cluster).
+	records map[string]*backend.SessionRecord
 }
 
 // New returns an empty fake runtime.
-func New() *Backend { return &Backend{boxes: map[string]*box{}, held: map[string]bool{}} }
+func New() *Backend {
+	return &Backend{boxes: map[string]*box{}, held: map[string]bool{}, records: map[string]*backend.SessionRecord{}}
+}
 
 // Liveness is the fake runtime with servers' liveness records
 // (backend.Liveness), as on Kubernetes; Backend itself has none, as on
@@ -100,12 +104,15 @@ type box struct {
 	spec    backend.Spec
 	created time.Time
 
-	stdinR  *io.PipeReader
-	stdinW  *io.PipeWriter
-	stdoutR *io.PipeReader
-	stdoutW *io.PipeWriter
-	stderrR *io.PipeReader
-	stderrW *io.PipeWriter
+	// The program reads stdinR; every attach stream writes to stdinW.
+	// It writes to stdout and stderr, which copy to every attach stream
+	// (none attached: the output is dropped, as a real runtime's log
+	// takes it).
+	stdinR *io.PipeReader
+	stdinW *io.PipeWriter
+	inMu   sync.Mutex // one frame at a time
+	stdout *broadcast
+	stderr *broadcast
 
 	mu      sync.Mutex
 	state   backend.State
@@ -181,14 +188,115 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (*backend.Sandb
 	b.all = append(b.all, x)
 	b.mu.Unlock()
 	b.creates.Add(1)
+	sb := x.attach()
 	go x.run()
-	return backend.NewSandbox(x.id, x.stdinW, x.stdoutR, x.stderrR, func() error {
-		// Detaching ends the program's stdin, as with a real attach.
-		x.stdinW.Close()
-		x.stdoutR.Close()
-		x.stderrR.Close()
+	return sb, nil
+}
+
+// attach opens an attach stream. Closing it ends the program's stdin
+// unless the Spec is Detachable.
+func (x *box) attach() *backend.Sandbox {
+	outR, outW := io.Pipe()
+	errR, errW := io.Pipe()
+	ko, ke := x.stdout.add(outW), x.stderr.add(errW)
+	in := &attachIn{x: x}
+	return backend.NewSandbox(x.id, in, outR, errR, func() error {
+		in.Close()
+		x.stdout.remove(ko)
+		x.stderr.remove(ke)
+		outR.Close()
+		errR.Close()
 		return nil
-	}), nil
+	})
+}
+
+// attachIn is one attach stream's stdin.
+type attachIn struct {
+	x      *box
+	mu     sync.Mutex
+	closed bool
+}
+
+func (a *attachIn) Write(p []byte) (int, error) {
+	a.mu.Lock()
+	closed := a.closed
+	a.mu.Unlock()
+	if closed {
+		return 0, io.ErrClosedPipe
+	}
+	a.x.inMu.Lock()
+	defer a.x.inMu.Unlock()
+	return a.x.stdinW.Write(p)
+}
+
+func (a *attachIn) Close() error {
+	a.mu.Lock()
+	was := a.closed
+	a.closed = true
+	a.mu.Unlock()
+	if !was && !a.x.spec.Detachable {
+		a.x.stdinW.Close()
+	}
+	return nil
+}
+
+// broadcast copies what the program writes to every attached stream; a
+// stream that fails (closed) is dropped.
+type broadcast struct {
+	mu    sync.Mutex
+	seq   int
+	ws    map[int]*io.PipeWriter
+	ended bool
+}
+
+func newBroadcast() *broadcast { return &broadcast{ws: map[int]*io.PipeWriter{}} }
+
+func (b *broadcast) add(w *io.PipeWriter) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ended {
+		w.CloseWithError(io.EOF)
+		return -1
+	}
+	b.seq++
+	b.ws[b.seq] = w
+	return b.seq
+}
+
+func (b *broadcast) remove(k int) {
+	b.mu.Lock()
+	w := b.ws[k]
+	delete(b.ws, k)
+	b.mu.Unlock()
+	if w != nil {
+		w.CloseWithError(io.EOF)
+	}
+}
+
+func (b *broadcast) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	ws := make(map[int]*io.PipeWriter, len(b.ws))
+	maps.Copy(ws, b.ws)
+	b.mu.Unlock()
+	for k, w := range ws {
+		if _, err := w.Write(p); err != nil {
+			b.mu.Lock()
+			delete(b.ws, k)
+			b.mu.Unlock()
+		}
+	}
+	return len(p), nil
+}
+
+// end closes every stream with EOF; later attaches get EOF at once.
+func (b *broadcast) end() {
+	b.mu.Lock()
+	ws := b.ws
+	b.ws, b.ended = map[int]*io.PipeWriter{}, true
+	b.mu.Unlock()
+	for _, w := range ws {
+		w.CloseWithError(io.EOF)
+	}
 }
 
 // Remove ends the program (killed) and forgets the sandbox.
@@ -263,8 +371,7 @@ func (b *Backend) Has(id string) bool {
 func newBox(spec backend.Spec) *box {
 	x := &box{spec: spec, created: time.Now().UTC(), end: make(chan struct{})}
 	x.stdinR, x.stdinW = io.Pipe()
-	x.stdoutR, x.stdoutW = io.Pipe()
-	x.stderrR, x.stderrW = io.Pipe()
+	x.stdout, x.stderr = newBroadcast(), newBroadcast()
 	x.state = backend.State{Running: true, Reason: "running", StartedAt: x.created}
 	return x
 }
@@ -281,8 +388,8 @@ func (x *box) exit(code int, oom bool) {
 		x.state.FinishedAt = time.Now().UTC()
 		x.mu.Unlock()
 		close(x.end)
-		x.stdoutW.CloseWithError(io.EOF)
-		x.stderrW.CloseWithError(io.EOF)
+		x.stdout.end()
+		x.stderr.end()
 		x.stdinR.Close()
 	})
 }
@@ -321,7 +428,7 @@ func (x *box) run() {
 			}
 		}
 	}()
-	if protocol.WriteFrame(x.stdoutW, protocol.Ready{Op: protocol.OpReady}) != nil {
+	if protocol.WriteFrame(x.stdout, protocol.Ready{Op: protocol.OpReady}) != nil {
 		x.exit(1, false)
 		return
 	}
@@ -355,6 +462,7 @@ func (x *box) run() {
 			} else if lost {
 				reply.StateLost, lost = true, false
 			}
+		case protocol.OpPing:
 		case protocol.OpPreload, protocol.OpParse:
 			reply.Failed = []string{}
 		case protocol.OpWrite:
@@ -374,7 +482,7 @@ func (x *box) run() {
 		default:
 			reply.Status, reply.Error = "error", &protocol.RunError{Type: "FakeError", Message: "unknown op " + r.Op}
 		}
-		if protocol.WriteFrame(x.stdoutW, reply) != nil {
+		if protocol.WriteFrame(x.stdout, reply) != nil {
 			x.exit(1, false)
 			return
 		}
@@ -468,4 +576,152 @@ func (x *box) script(r request, reqs <-chan request, globals map[string]string, 
 		}
 	}
 	return true
+}
+
+// Cluster is the fake runtime as Kubernetes is for the executor: with
+// servers' liveness records and shared sessions (backend.Shared), so that
+// several executors on one Cluster behave as replicas.
+type Cluster struct{ Liveness }
+
+var _ backend.Shared = Cluster{}
+
+// NewCluster returns an empty fake cluster.
+func NewCluster() Cluster { return Cluster{Liveness{New()}} }
+
+// Attach opens another stream to a running sandbox.
+func (c Cluster) Attach(ctx context.Context, id string) (*backend.Sandbox, error) {
+	c.mu.Lock()
+	x := c.boxes[id]
+	c.mu.Unlock()
+	if x == nil {
+		return nil, fmt.Errorf("attach %s: %w", id, backend.ErrNotFound)
+	}
+	x.mu.Lock()
+	running := x.state.Running
+	x.mu.Unlock()
+	if !running {
+		return nil, fmt.Errorf("attach %s: %w: it has ended", id, backend.ErrNotFound)
+	}
+	return x.attach(), nil
+}
+
+// CreateSession stores rec held by holder.
+func (c Cluster) CreateSession(ctx context.Context, rec backend.SessionRecord, holder string) (backend.SessionLock, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.records[rec.ID]; ok {
+		return nil, fmt.Errorf("session record %s exists", rec.ID)
+	}
+	r := rec
+	r.Meta = maps.Clone(rec.Meta)
+	r.Holder, r.Renewed = holder, time.Now()
+	c.records[rec.ID] = &r
+	return &fakeLock{c: c, id: rec.ID, holder: holder, rec: r}, nil
+}
+
+// LockSession waits until the record is free (or its hold stale), then
+// holds it.
+func (c Cluster) LockSession(ctx context.Context, id, holder string) (backend.SessionLock, error) {
+	for {
+		c.mu.Lock()
+		r, ok := c.records[id]
+		if !ok {
+			c.mu.Unlock()
+			return nil, fmt.Errorf("session record %s: %w", id, backend.ErrNotFound)
+		}
+		if !r.Held(time.Now()) || r.Holder == holder {
+			r.Holder, r.Renewed = holder, time.Now()
+			got := *r
+			got.Meta = maps.Clone(r.Meta)
+			c.mu.Unlock()
+			return &fakeLock{c: c, id: id, holder: holder, rec: got}, nil
+		}
+		c.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("session %s is busy (held by %s): %w", id, r.Holder, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// Sessions lists owner's records ("" = all).
+func (c Cluster) Sessions(ctx context.Context, owner string) ([]backend.SessionRecord, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []backend.SessionRecord
+	for _, r := range c.records {
+		if owner == "" || r.Owner == owner {
+			x := *r
+			x.Meta = maps.Clone(r.Meta)
+			out = append(out, x)
+		}
+	}
+	return out, nil
+}
+
+// DeleteSession removes a record.
+func (c Cluster) DeleteSession(ctx context.Context, id string) error {
+	c.mu.Lock()
+	delete(c.records, id)
+	c.mu.Unlock()
+	return nil
+}
+
+// StaleHold makes session id's hold look abandoned, as when its server
+// died mid-call and SessionHold passed twice.
+func (c Cluster) StaleHold(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r := c.records[id]; r != nil {
+		r.Renewed = time.Now().Add(-3 * backend.SessionHold)
+	}
+}
+
+// fakeLock is a held record. The fake does not expire holds by itself
+// (StaleHold does), so it needs no renewal.
+type fakeLock struct {
+	c      Cluster
+	id     string
+	holder string
+	rec    backend.SessionRecord
+}
+
+func (l *fakeLock) Record() backend.SessionRecord { return l.rec }
+
+func (l *fakeLock) mine() (*backend.SessionRecord, error) {
+	r := l.c.records[l.id]
+	if r == nil {
+		return nil, fmt.Errorf("session record %s: %w", l.id, backend.ErrNotFound)
+	}
+	if r.Holder != l.holder {
+		return nil, fmt.Errorf("session %s: another server took its lock over", l.id)
+	}
+	return r, nil
+}
+
+func (l *fakeLock) SetSandbox(ctx context.Context, id string) error {
+	l.c.mu.Lock()
+	defer l.c.mu.Unlock()
+	r, err := l.mine()
+	if err != nil {
+		return err
+	}
+	r.Sandbox, l.rec.Sandbox = id, id
+	return nil
+}
+
+func (l *fakeLock) Release(ctx context.Context) error {
+	l.c.mu.Lock()
+	defer l.c.mu.Unlock()
+	r, err := l.mine()
+	if err != nil {
+		return err
+	}
+	r.Holder, r.LastUsed, r.Renewed = "", time.Now(), time.Now()
+	return nil
+}
+
+func (l *fakeLock) Delete(ctx context.Context) error {
+	return l.c.DeleteSession(ctx, l.id)
 }
