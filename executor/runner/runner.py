@@ -1607,10 +1607,19 @@ class _Runner:
         self.pending = []  # requests read but not served yet
         self.cells = 0
         self.exit = False
+        # A sandbox whose stdin outlives its server's attach (a session on a
+        # backend shared by several servers) never sees EOF: it ends by
+        # itself once no request came for PDM_IDLE_EXIT seconds.
+        try:
+            self.idle_exit = float(os.environ.get("PDM_IDLE_EXIT") or 0)
+        except ValueError:
+            self.idle_exit = 0.0
+        self.last_input = time.monotonic()
 
     # Protocol input: called whenever the protocol fd is readable.
     def read_protocol(self, on_interrupt=None):
         self.inbuf.feed()
+        self.last_input = time.monotonic()
         try:
             for data in self.inbuf.frames():
                 msg = json.loads(data)
@@ -1648,6 +1657,8 @@ class _Runner:
                     resp = self.preload(req)
                 elif op == "parse":
                     resp = _parse(req)
+                elif op == "ping":
+                    resp = {"status": "ok"}
                 else:
                     resp = _file_op(req)
             except Exception as e:  # noqa: BLE001 - the loop must survive
@@ -1698,6 +1709,9 @@ class _Runner:
             w.kill()
             self.worker = None
             self.lost = True
+        if self.idle_exit > 0 and not self.pending and time.monotonic() - self.last_input > self.idle_exit:
+            _diag("no request for %g s: exiting" % self.idle_exit)
+            os._exit(0)
 
     lost = False
 
