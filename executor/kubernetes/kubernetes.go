@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -77,6 +78,11 @@ type Backend struct {
 	// noEarlyAttach makes start wait for the API's running status before
 	// attaching (for the latency comparison).
 	noEarlyAttach bool
+	// sessionCache holds each session record as this server released it
+	// (session id -> *coordinationv1.Lease): the next LockSession tries
+	// its update on that version first and reads the record only when
+	// another server changed it since.
+	sessionCache sync.Map
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -369,6 +375,31 @@ func containerStatus(p *corev1.Pod) *corev1.ContainerStatus {
 // attach opens the attach stream of a running sandbox and sends the start
 // gate's line; it returns once the stream has taken that line.
 func (b *Backend) attach(ctx context.Context, name string) (*backend.Sandbox, error) {
+	return b.openStream(ctx, name, true)
+}
+
+// Attach opens another attach stream to a running Detachable sandbox Pod
+// (backend.Shared). Its program is past the start gate: nothing is sent,
+// and the stream is known to reach the container only once the program
+// answers something sent on it (the executor's ping).
+func (b *Backend) Attach(ctx context.Context, id string) (*backend.Sandbox, error) {
+	p, err := b.client.CoreV1().Pods(b.cfg.Namespace).Get(ctx, id, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("attach sandbox pod %s/%s: %w", b.cfg.Namespace, id, backend.ErrNotFound)
+	}
+	if err != nil {
+		return nil, b.apiErr("get sandbox pod "+id, err)
+	}
+	st := podState(p)
+	if p.DeletionTimestamp != nil || !st.Running {
+		return nil, fmt.Errorf("attach sandbox pod %s/%s: %w: it does not run (%s)", b.cfg.Namespace, id, backend.ErrNotFound, podStatusText(p))
+	}
+	return b.openStream(ctx, id, false)
+}
+
+// openStream opens an attach stream; gate says to pass the start gate
+// first (a new Pod's first attach).
+func (b *Backend) openStream(ctx context.Context, name string, gate bool) (*backend.Sandbox, error) {
 	req := b.client.CoreV1().RESTClient().Post().
 		Namespace(b.cfg.Namespace).Resource("pods").Name(name).SubResource("attach").
 		VersionedParams(&corev1.PodAttachOptions{Container: ContainerName, Stdin: true, Stdout: true, Stderr: true}, scheme.ParameterCodec)
@@ -403,6 +434,9 @@ func (b *Backend) attach(ctx context.Context, name string) (*backend.Sandbox, er
 		stderrR.Close()
 		<-ended
 		return nil
+	}
+	if !gate {
+		return backend.NewSandbox(name, stdinW, stdoutR, stderrR, closeFn), nil
 	}
 	// Send the gate's line and wait for its ack on stderr: only then is
 	// the stream known to reach the container.

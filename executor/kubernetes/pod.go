@@ -64,7 +64,9 @@ const gateExitCode = 125
 //   - always: allowPrivilegeEscalation false, privileged false, capabilities
 //     drop ALL, seccompProfile RuntimeDefault, automountServiceAccountToken
 //     false, enableServiceLinks false, no host network/PID/IPC, no shared
-//     process namespace, restartPolicy Never, stdin + stdinOnce without TTY.
+//     process namespace, restartPolicy Never, stdin without TTY.
+//   - Detachable: stdinOnce false (else true: the program's stdin ends
+//     with the first attach stream).
 //   - MemoryBytes, CPUs: limits, with requests equal to them (Guaranteed QoS).
 //     There is no swap for Pods unless the node enables it.
 //   - Pids: only recorded (AnnotationPids); the node's podPidsLimit applies.
@@ -179,7 +181,7 @@ func Pod(spec backend.Spec, cfg Config, name string) (*corev1.Pod, error) {
 				WorkingDir:      spec.WorkingDir,
 				Env:             env,
 				Stdin:           true,
-				StdinOnce:       true,
+				StdinOnce:       !spec.Detachable,
 				TTY:             false,
 				Resources:       corev1.ResourceRequirements{Limits: resources, Requests: resources.DeepCopy()},
 				SecurityContext: &corev1.SecurityContext{
