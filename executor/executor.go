@@ -175,6 +175,9 @@ type Executor struct {
 	// on backends without one; releaseLive deletes this server's record.
 	liveness    backend.Liveness
 	releaseLive func(context.Context) error
+	// shared is the backend's session records (Kubernetes), nil on
+	// backends where a session lives in one server (see shared.go).
+	shared backend.Shared
 
 	mu       sync.Mutex
 	closed   bool
@@ -266,6 +269,9 @@ func newExecutor(ctx context.Context, cfg Config, b backend.Backend, cli dockerA
 		}
 		e.liveness, e.releaseLive = l, release
 	}
+	if sh, ok := b.(backend.Shared); ok && e.liveness != nil {
+		e.shared = sh
+	}
 	if n, err := e.reapOrphans(ctx); err != nil {
 		if e.releaseLive != nil {
 			e.releaseLive(context.WithoutCancel(ctx))
@@ -324,10 +330,22 @@ func (e *Executor) reapOrphans(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("list sandboxes: %w", err)
 	}
 	owners := e.newOwnerCheck(ctx)
+	// A session's sandbox outlives the server that started it when a
+	// session record names it: the records' expiry decides its end.
+	named := map[string]bool{}
+	if e.shared != nil {
+		recs, err := e.shared.Sessions(ctx, "")
+		if err != nil {
+			return 0, fmt.Errorf("list session records: %w", err)
+		}
+		for _, r := range recs {
+			named[r.Sandbox] = true
+		}
+	}
 	n := 0
 	for _, c := range list {
 		l := c.All()
-		if l[LabelKind] == "" || c.Removing || owners.alive(l) {
+		if l[LabelKind] == "" || c.Removing || named[c.ID] || owners.alive(l) {
 			continue
 		}
 		e.removeContainer(c.ID)
@@ -412,6 +430,10 @@ func (e *Executor) Close(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if sb.recorded.Load() {
+				e.detach(sb) // a session's: other servers go on with it
+				return
+			}
 			e.destroy(sb)
 		}()
 	}

@@ -2,6 +2,8 @@ package executor
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,13 +57,27 @@ type sandbox struct {
 	// the request in flight, idleFrameLimit otherwise.
 	limit atomic.Int64
 	dead  atomic.Bool
-	once  sync.Once     // destroy runs once
+	once  sync.Once     // destroy (or detach) runs once
 	quit  chan struct{} // closed by destroy: the frame reader stops
+	// shared: the sandbox of a session on a Shared backend, which other
+	// servers may attach to and write to. Its reader drops frames while
+	// no request of this server waits (they answer another server's
+	// requests), and roundTrip skips replies with another nonce.
+	shared  bool
+	waiting atomic.Bool // a request of this server waits for its reply
+	ended   atomic.Bool // the reader hit the stream's end or an error
+	// recorded: a session record names this sandbox, so it outlives this
+	// server (Close detaches from it instead of removing it).
+	recorded atomic.Bool
 }
 
 // alive says the sandbox was not destroyed and its runner has not hung up
-// (an idle runner sends nothing, so anything pending is its end).
+// (an idle runner sends nothing, so anything pending is its end; a shared
+// sandbox's pending frames may answer another server).
 func (sb *sandbox) alive() bool {
+	if sb.shared {
+		return !sb.dead.Load() && !sb.ended.Load()
+	}
 	return !sb.dead.Load() && len(sb.frames) == 0
 }
 
@@ -120,12 +136,19 @@ func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *
 	}
 	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
-	box, err := e.be.Create(ctx, sandboxSpec(e.cfg.Docker, lim, meta))
+	spec := sandboxSpec(e.cfg.Docker, lim, meta)
+	shared := e.sharesSessions(meta.Kind)
+	if shared {
+		spec.Detachable = true
+		if d := e.idleExit(); d > 0 {
+			spec.Env = append(spec.Env, fmt.Sprintf("PDM_IDLE_EXIT=%d", int64(d/time.Second)))
+		}
+	}
+	box, err := e.be.Create(ctx, spec)
 	if err != nil {
 		return nil, e.createErr(err)
 	}
-	sb := &sandbox{id: box.ID, box: box, meta: meta, lim: lim, frames: make(chan frameOrErr, 1), stderr: &tailBuffer{max: 16 << 10}, quit: make(chan struct{})}
-	sb.limit.Store(idleFrameLimit)
+	sb := e.wrap(box, meta, lim, shared, true)
 	if !e.track(sb) {
 		box.Close()
 		e.removeContainer(sb.id)
@@ -135,22 +158,6 @@ func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *
 		e.destroy(sb)
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	go io.Copy(sb.stderr, box.Stderr)
-	go func() {
-		for {
-			data, err := readFrame(box.Stdout, sb.limit.Load)
-			select {
-			case sb.frames <- frameOrErr{data, err}:
-			case <-sb.quit:
-				close(sb.frames)
-				return
-			}
-			if err != nil {
-				close(sb.frames)
-				return
-			}
-		}
-	}()
 	select {
 	case f, ok := <-sb.frames:
 		if !ok || f.err != nil {
@@ -166,10 +173,57 @@ func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *
 		if err := json.Unmarshal(f.data, &ready); err != nil || ready.Op != "ready" {
 			return fail("start sandbox", fmt.Errorf("unexpected first frame from runner: %.200q", f.data))
 		}
+		sb.waiting.Store(false)
 	case <-ctx.Done():
 		return fail("start sandbox", fmt.Errorf("waiting for the runner: %w", ctx.Err()))
 	}
 	return sb, nil
+}
+
+// wrap makes a sandbox of an attach stream and starts reading its frames
+// and stderr.
+// A shared sandbox's first frame is let through when ready is set (a new
+// sandbox's ready frame); later ones only while a request waits.
+func (e *Executor) wrap(box *backend.Sandbox, meta sandboxMeta, lim Limits, shared, ready bool) *sandbox {
+	sb := &sandbox{id: box.ID, box: box, meta: meta, lim: lim, frames: make(chan frameOrErr, 1), stderr: &tailBuffer{max: 16 << 10}, quit: make(chan struct{}), shared: shared}
+	sb.limit.Store(idleFrameLimit)
+	sb.waiting.Store(ready)
+	if shared {
+		// Request ids unlikely to repeat another server's, so that an
+		// interrupt never names a request of another server.
+		sb.nextID = randomUint52()
+	}
+	limit := sb.limit.Load
+	if shared {
+		// Another server's reply may be as large as any reply: it is
+		// read (and dropped), so the stream stays in step.
+		max := e.maxReplyLimit()
+		limit = func() int64 { return max }
+	}
+	go io.Copy(sb.stderr, box.Stderr)
+	go func() {
+		defer sb.ended.Store(true)
+		for {
+			data, err := readFrame(box.Stdout, limit)
+			if err == nil && shared && !sb.waiting.Load() {
+				continue // no request of ours waits: another server's reply
+			}
+			if err != nil {
+				sb.ended.Store(true)
+			}
+			select {
+			case sb.frames <- frameOrErr{data, err}:
+			case <-sb.quit:
+				close(sb.frames)
+				return
+			}
+			if err != nil {
+				close(sb.frames)
+				return
+			}
+		}
+	}()
+	return sb
 }
 
 // createErr says what to do about a backend's Create error.
@@ -263,6 +317,10 @@ func (e *Executor) roundTrip(ctx context.Context, sb *sandbox, req map[string]an
 	req["nonce"] = nonce
 	sb.limit.Store(limit)
 	defer sb.limit.Store(idleFrameLimit)
+	if sb.shared {
+		sb.waiting.Store(true)
+		defer sb.waiting.Store(false)
+	}
 	if err := writeFrame(sb.box.Stdin, req); err != nil {
 		return nil, e.diagnose(sb, "writing to the runner failed: "+err.Error()), nil
 	}
@@ -283,6 +341,13 @@ func (e *Executor) roundTrip(ctx context.Context, sb *sandbox, req map[string]an
 					return nil, nil, cancelErr
 				}
 				return nil, e.diagnose(sb, "the runner stopped"), nil
+			}
+			if sb.shared && int64(len(f.data)) > limit {
+				e.destroy(sb)
+				return nil, &failure{status: "killed", reason: fmt.Sprintf("%s: %v: a frame of %d bytes, the limit is %d bytes", invalidReply, errFrameTooLarge, len(f.data), limit)}, nil
+			}
+			if sb.shared && !protocol.NonceIs(f.data, nonce) {
+				continue // the reply to another server's (or an earlier) request
 			}
 			resp, err := decodeReply(f.data, id, nonce)
 			if err != nil {
@@ -370,4 +435,13 @@ func errorOf(resp *runnerResponse) error {
 		}
 	}
 	return errors.New(msg)
+}
+
+// randomUint52 is a random id that JSON numbers carry exactly.
+func randomUint52() uint64 {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("crypto/rand: " + err.Error())
+	}
+	return binary.BigEndian.Uint64(b[:]) >> 12
 }

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 )
 
 // session is one persistent sandbox. Calls are serialized by sem: a second
@@ -34,6 +36,11 @@ type session struct {
 	// loaded for it since it started: the pool's preload modules and the
 	// gate's import facts of its runs; see Imported.
 	imported map[string]bool
+	// On a Shared backend: lock is the session's record, held while a
+	// call runs (nil between calls); target is the sandbox the record
+	// names, which sessionSandbox attaches to when sb is nil.
+	lock   backend.SessionLock
+	target string
 }
 
 // sandboxDied records that sb, a sandbox of s, died outside an execute
@@ -95,6 +102,14 @@ func (e *Executor) expiry(s *session) time.Time {
 
 // Sessions lists owner's sessions, oldest first. Safe for concurrent use.
 func (e *Executor) Sessions(owner string) []SessionInfo {
+	if e.shared != nil {
+		out, err := e.sharedSessions(owner)
+		if err == nil {
+			sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
+			return out
+		}
+		e.log.Warn("listing session records failed; listing this server's sessions only", "error", err)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var out []SessionInfo
@@ -143,7 +158,17 @@ func (e *Executor) acquire(ctx context.Context, owner, id string, progress func(
 		return nil, ErrClosed
 	}
 	s, ok := e.sessions[id]
-	if ok && s.owner == owner && !s.closed && s.calls == 0 && e.expired(s, time.Now()) {
+	if !ok && e.shared != nil {
+		// Started by another server (or by this one before a restart):
+		// its record says what it is.
+		e.mu.Unlock()
+		if err := e.findShared(ctx, owner, id); err != nil {
+			return nil, err
+		}
+		e.mu.Lock()
+		s, ok = e.sessions[id]
+	}
+	if ok && e.shared == nil && s.owner == owner && !s.closed && s.calls == 0 && e.expired(s, time.Now()) {
 		e.expire(s)
 		ok = false
 	}
@@ -175,6 +200,15 @@ func (e *Executor) acquire(ctx context.Context, owner, id string, progress func(
 		e.release(s, true)
 		return nil, fmt.Errorf("%w: %q was cleaned up while this call waited", ErrUnknownSession, id)
 	}
+	if e.shared != nil {
+		if progress != nil {
+			progress("waiting for the session's lock")
+		}
+		if err := e.lockShared(ctx, s); err != nil {
+			e.release(s, true)
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -183,10 +217,15 @@ func (e *Executor) release(s *session, held bool) {
 	e.mu.Lock()
 	s.calls--
 	s.lastUsed = time.Now()
+	var lk backend.SessionLock
 	if held {
 		s.running = false
+		lk, s.lock = s.lock, nil
 	}
 	e.mu.Unlock()
+	if lk != nil {
+		e.unlockShared(s, lk)
+	}
 	if held {
 		<-s.sem
 	}
@@ -240,6 +279,11 @@ func (e *Executor) Persistent(ctx context.Context, sessionID string, req Request
 		return nil, sessionID, err
 	}
 	var s *session
+	if sessionID == "" && e.shared != nil {
+		if err := e.countShared(ctx, req.Owner); err != nil {
+			return nil, "", err
+		}
+	}
 	if sessionID == "" {
 		if s, err = e.newSession(req.Owner, lim); err != nil {
 			return nil, "", err
@@ -264,6 +308,17 @@ func (e *Executor) Persistent(ctx context.Context, sessionID string, req Request
 	if sessionID == "" {
 		if sb := e.spool.take(s.lim, nil); sb != nil {
 			e.adopt(s, sb)
+		}
+		if e.shared != nil {
+			if err := e.recordSession(ctx, s); err != nil {
+				e.mu.Lock()
+				sb := s.sb
+				s.sb = nil
+				e.mu.Unlock()
+				e.destroy(sb)
+				e.drop(s)
+				return nil, "", err
+			}
 		}
 	}
 	sb, err := e.sessionSandbox(ctx, s, req.progress, lim.Timeout)
@@ -313,18 +368,62 @@ func (e *Executor) Persistent(ctx context.Context, sessionID string, req Request
 // StartAllowance. The caller holds the session token.
 func (e *Executor) sessionSandbox(ctx context.Context, s *session, progress func(string), runTimeout time.Duration) (*sandbox, error) {
 	e.mu.Lock()
-	sb := s.sb
+	sb, target, lk := s.sb, s.target, s.lock
+	if sb != nil && sb.shared && !sb.alive() {
+		// Its stream ended between calls: another server's call may
+		// have ended the sandbox, which the record may still name.
+		s.sb = nil
+	} else if sb != nil {
+		e.mu.Unlock()
+		return sb, nil
+	}
 	e.mu.Unlock()
 	if sb != nil {
-		return sb, nil
+		e.detach(sb)
+	}
+	meta := sandboxMeta{Kind: KindPersistent, Session: s.id, Owner: s.owner, Created: s.created, Packages: sessionVolume(s.id)}
+	if e.shared != nil && target != "" {
+		// The session's sandbox was started by another server, or this
+		// server detached from it: attach again.
+		sb, err := e.attachShared(ctx, target, meta, s.lim, runTimeout+StartAllowance)
+		if err == nil {
+			return e.setSessionSandbox(s, sb)
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		// It ended (killed, OOM, idle exit): its state is gone.
+		e.log.Info("a session's sandbox is gone; starting a new one", "session", s.id, "sandbox", target, "error", err)
+		e.removeContainer(target)
+		e.mu.Lock()
+		s.lost, s.imported = true, nil
+		e.mu.Unlock()
 	}
 	if progress != nil {
 		progress("starting a sandbox")
 	}
-	sb, err := e.startWithin(ctx, sandboxMeta{Kind: KindPersistent, Session: s.id, Owner: s.owner, Created: s.created, Packages: sessionVolume(s.id)}, s.lim, runTimeout)
+	sb, err := e.startWithin(ctx, meta, s.lim, runTimeout)
 	if err != nil {
 		return nil, err
 	}
+	if lk != nil {
+		sctx, cancel := sharedCtx()
+		err := lk.SetSandbox(sctx, sb.id)
+		cancel()
+		if err != nil {
+			e.destroy(sb)
+			return nil, fmt.Errorf("session %s: record its new sandbox: %w", s.id, err)
+		}
+		sb.recorded.Store(true)
+		e.mu.Lock()
+		s.target = sb.id
+		e.mu.Unlock()
+	}
+	return e.setSessionSandbox(s, sb)
+}
+
+// setSessionSandbox makes sb s's sandbox, unless s ended meanwhile.
+func (e *Executor) setSessionSandbox(s *session, sb *sandbox) (*sandbox, error) {
 	e.mu.Lock()
 	if s.closed {
 		e.mu.Unlock()
@@ -357,7 +456,16 @@ func (e *Executor) drop(s *session) {
 	e.mu.Lock()
 	delete(e.sessions, s.id)
 	s.closed = true
+	lk := s.lock
+	s.lock = nil
 	e.mu.Unlock()
+	if lk != nil {
+		ctx, cancel := sharedCtx()
+		if err := lk.Delete(ctx); err != nil {
+			e.log.Warn("deleting the record of a session that did not start failed", "session", s.id, "error", err)
+		}
+		cancel()
+	}
 	e.removeVolume(sessionVolume(s.id)) // Docker may have created it with the sandbox
 }
 
@@ -365,6 +473,9 @@ func (e *Executor) drop(s *session) {
 // it ends with status "killed". Unknown, foreign and expired ids fail like
 // Persistent does.
 func (e *Executor) Cleanup(ctx context.Context, owner, sessionID string) error {
+	if e.shared != nil {
+		return e.cleanupShared(ctx, owner, sessionID)
+	}
 	e.mu.Lock()
 	s, ok := e.sessions[sessionID]
 	if !ok || s.owner != owner || s.closed {
@@ -404,9 +515,12 @@ func (e *Executor) reaper() {
 		case <-e.stop:
 			return
 		case now := <-t.C:
+			if e.shared != nil {
+				e.reapShared(now)
+			}
 			e.mu.Lock()
 			for _, s := range e.sessions {
-				if s.calls == 0 && e.expired(s, now) {
+				if e.shared == nil && s.calls == 0 && e.expired(s, now) {
 					e.expire(s)
 				}
 			}
@@ -563,6 +677,11 @@ func (e *Executor) Imported(owner, sessionID string, modules []string) []string 
 // a sandbox that is not running; in those cases it returns no files and no
 // error. Safe for concurrent use.
 func (e *Executor) WorkspaceFiles(ctx context.Context, owner, sessionID string) ([]FileInfo, error) {
+	if e.shared != nil {
+		// A listing would take the session's lock and count as a use
+		// for every server.
+		return nil, nil
+	}
 	e.mu.Lock()
 	s, ok := e.sessions[sessionID]
 	if !ok || s.owner != owner || s.closed || s.sb == nil || s.calls > 0 || e.expired(s, time.Now()) {

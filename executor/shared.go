@@ -1,0 +1,449 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
+)
+
+// Sessions on a Shared backend (Kubernetes) belong to no one server: their
+// record in the backend (backend.SessionRecord) says who owns each, when it
+// was last used and which sandbox holds its interpreter, and every call
+// takes the record's lock for its duration, so one server at a time talks
+// to the sandbox. Any server can then serve any session: the first call a
+// server gets for a session it does not know finds the record, attaches to
+// the sandbox (backend.Shared.Attach) and pings it; later calls reuse that
+// attach stream, whose replies to other servers' requests are skipped by
+// nonce. A session's sandbox outlives the server that started it (it is
+// Detachable, and its runner ends itself after idleExit without a
+// request); sessions expire by their record, whichever server's reaper
+// sees that first; a server that closes detaches from them.
+
+// sharesSessions says whether sandboxes of kind are shared between servers:
+// persistent ones (sessions, and the pool's sandboxes for new sessions) on
+// a Shared backend.
+func (e *Executor) sharesSessions(kind string) bool {
+	return e.shared != nil && kind == KindPersistent
+}
+
+// idleExit is how long a shared session sandbox's runner waits for a
+// request before it ends itself: past the session's idle TTL or max
+// lifetime (by then a reaper has removed it) plus a margin, so that it
+// does not outlive every server by long. Zero (sessions never expire)
+// disables it.
+func (e *Executor) idleExit() time.Duration {
+	d := e.cfg.Sessions.IdleTTL.D()
+	if life := e.cfg.Sessions.MaxLifetime.D(); life > 0 && (d <= 0 || life < d) {
+		d = life
+	}
+	if d <= 0 {
+		return 0
+	}
+	return d + 2*time.Minute
+}
+
+// maxReplyLimit is the largest reply any request may get: what a shared
+// sandbox's reader accepts, since it reads other servers' replies too.
+func (e *Executor) maxReplyLimit() int64 {
+	return max(e.runReplyLimit(), e.readReplyLimit(), int64(listReplyLimit), int64(preloadReplyLimit), int64(idleFrameLimit))
+}
+
+// Meta keys of a session record.
+const (
+	metaMemory = "memory"
+	metaCPUs   = "cpus"
+	metaPids   = "pids"
+)
+
+func limitsMeta(l Limits) map[string]string {
+	return map[string]string{
+		metaMemory: strconv.FormatInt(l.Memory, 10),
+		metaCPUs:   strconv.FormatFloat(l.CPUs, 'g', -1, 64),
+		metaPids:   strconv.FormatInt(l.Pids, 10),
+	}
+}
+
+// recordLimits reads a record's limits; missing ones take the configured
+// defaults.
+func (e *Executor) recordLimits(m map[string]string) Limits {
+	lim, _ := resolveLimits(e.cfg.Docker, Limits{})
+	if v, err := strconv.ParseInt(m[metaMemory], 10, 64); err == nil && v > 0 {
+		lim.Memory = v
+	}
+	if v, err := strconv.ParseFloat(m[metaCPUs], 64); err == nil && v > 0 {
+		lim.CPUs = v
+	}
+	if v, err := strconv.ParseInt(m[metaPids], 10, 64); err == nil && v > 0 {
+		lim.Pids = v
+	}
+	return lim
+}
+
+// expiryAt is when a session created and last used at these times ends
+// (zero: never).
+func (e *Executor) expiryAt(created, lastUsed time.Time) time.Time {
+	exp := time.Time{}
+	if ttl := e.cfg.Sessions.IdleTTL.D(); ttl > 0 {
+		exp = lastUsed.Add(ttl)
+	}
+	if life := e.cfg.Sessions.MaxLifetime.D(); life > 0 {
+		if end := created.Add(life); exp.IsZero() || end.Before(exp) {
+			exp = end
+		}
+	}
+	return exp
+}
+
+func (e *Executor) recordExpired(r backend.SessionRecord, now time.Time) bool {
+	exp := e.expiryAt(r.Created, r.LastUsed)
+	return !exp.IsZero() && now.After(exp)
+}
+
+// sharedCtx bounds a record operation that runs after the caller's
+// context may have ended.
+func sharedCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 15*time.Second)
+}
+
+// countShared checks sessions.max_per_owner and max_total against the
+// records of every server.
+func (e *Executor) countShared(ctx context.Context, owner string) error {
+	if e.cfg.Sessions.MaxPerOwner <= 0 && e.cfg.Sessions.MaxTotal <= 0 {
+		return nil
+	}
+	recs, err := e.shared.Sessions(ctx, "")
+	if err != nil {
+		return fmt.Errorf("count sessions: %w", err)
+	}
+	mine := 0
+	for _, r := range recs {
+		if r.Owner == owner {
+			mine++
+		}
+	}
+	if max := e.cfg.Sessions.MaxPerOwner; max > 0 && mine >= max {
+		return fmt.Errorf("%w: you have %d sessions, the maximum per owner (sessions.max_per_owner); clean one up first", ErrTooManySessions, mine)
+	}
+	if max := e.cfg.Sessions.MaxTotal; max > 0 && len(recs) >= max {
+		return fmt.Errorf("%w: the servers hold %d sessions, their maximum (sessions.max_total); try again later", ErrTooManySessions, len(recs))
+	}
+	return nil
+}
+
+// recordSession stores a new session's record, held by this server for
+// the call that starts it.
+func (e *Executor) recordSession(ctx context.Context, s *session) error {
+	e.mu.Lock()
+	rec := backend.SessionRecord{ID: s.id, Owner: s.owner, Created: s.created, LastUsed: s.lastUsed, Meta: limitsMeta(s.lim)}
+	if s.sb != nil {
+		rec.Sandbox = s.sb.id
+		s.target = s.sb.id
+		s.sb.recorded.Store(true)
+	}
+	e.mu.Unlock()
+	lk, err := e.shared.CreateSession(ctx, rec, e.instance)
+	if err != nil {
+		return fmt.Errorf("record the session: %w", err)
+	}
+	e.mu.Lock()
+	s.lock = lk
+	e.mu.Unlock()
+	return nil
+}
+
+// findShared makes a local session of the record of owner's session id,
+// which another server started. It fails like acquire for unknown and
+// foreign ids.
+func (e *Executor) findShared(ctx context.Context, owner, id string) error {
+	recs, err := e.shared.Sessions(ctx, owner)
+	if err != nil {
+		return fmt.Errorf("find session %s: %w", id, err)
+	}
+	for _, r := range recs {
+		if r.ID != id || r.Owner != owner {
+			continue
+		}
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.closed {
+			return ErrClosed
+		}
+		if _, ok := e.sessions[id]; !ok {
+			e.sessions[id] = &session{id: id, owner: owner, created: r.Created, lastUsed: r.LastUsed,
+				lim: e.recordLimits(r.Meta), sem: make(chan struct{}, 1), target: r.Sandbox}
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: %q (it never existed, ended, or belongs to someone else); omit the session id to start a new session", ErrUnknownSession, id)
+}
+
+// lockShared takes s's record for the call that holds s's token. A record
+// gone (cleaned up or expired by any server) ends s here too; one past its
+// expiry is ended now. A record naming another sandbox than the one this
+// server is attached to (another server restarted the interpreter) makes
+// sessionSandbox attach to that one.
+func (e *Executor) lockShared(ctx context.Context, s *session) error {
+	lk, err := e.shared.LockSession(ctx, s.id, e.instance)
+	if errors.Is(err, backend.ErrNotFound) {
+		e.forget(s)
+		return fmt.Errorf("%w: %q ended (cleaned up, or expired after its idle TTL or max lifetime); omit the session id to start a new session", ErrUnknownSession, s.id)
+	}
+	if err != nil {
+		return fmt.Errorf("session %s: %w", s.id, err)
+	}
+	rec := lk.Record()
+	if e.recordExpired(rec, time.Now()) {
+		e.endShared(s, lk, rec)
+		return fmt.Errorf("%w: session %s ended at %s after its idle TTL or max lifetime; start a new session", ErrExpiredSession, s.id, e.expiryAt(rec.Created, rec.LastUsed).UTC().Format(time.RFC3339))
+	}
+	e.mu.Lock()
+	s.lock = lk
+	s.target = rec.Sandbox
+	var old *sandbox
+	if s.sb != nil && s.sb.id != rec.Sandbox {
+		old, s.sb = s.sb, nil
+	}
+	e.mu.Unlock()
+	if old != nil {
+		e.detach(old)
+	}
+	return nil
+}
+
+// unlockShared releases the record a call held.
+func (e *Executor) unlockShared(s *session, lk backend.SessionLock) {
+	ctx, cancel := sharedCtx()
+	defer cancel()
+	if err := lk.Release(ctx); err != nil {
+		e.log.Warn("releasing a session's lock failed; it goes stale by itself", "session", s.id, "error", err)
+	}
+}
+
+// forget drops this server's view of a session that ended elsewhere,
+// detaching from its sandbox.
+func (e *Executor) forget(s *session) {
+	e.mu.Lock()
+	if e.sessions[s.id] == s {
+		delete(e.sessions, s.id)
+	}
+	s.closed = true
+	sb := s.sb
+	s.sb = nil
+	e.mu.Unlock()
+	if sb != nil {
+		e.detach(sb)
+	}
+}
+
+// endShared ends an expired session whose record lk holds: its sandbox
+// and record go, and this server remembers it as expired.
+func (e *Executor) endShared(s *session, lk backend.SessionLock, rec backend.SessionRecord) {
+	ctx, cancel := sharedCtx()
+	defer cancel()
+	if rec.Sandbox != "" {
+		e.removeContainer(rec.Sandbox)
+	}
+	if err := lk.Delete(ctx); err != nil {
+		e.log.Warn("deleting an expired session's record failed", "session", rec.ID, "error", err)
+	}
+	e.mu.Lock()
+	e.tombs[rec.ID] = tomb{owner: rec.Owner, at: time.Now()}
+	e.mu.Unlock()
+	if s != nil {
+		e.forget(s)
+	}
+}
+
+// attachShared attaches to a session's running sandbox that this server
+// did not start, and pings its runner until it answers (the stream is
+// then known to carry both ways). It waits at most budget (the runner
+// may first finish a call of a server that died).
+func (e *Executor) attachShared(ctx context.Context, id string, meta sandboxMeta, lim Limits, budget time.Duration) (*sandbox, error) {
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	box, err := e.shared.Attach(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	sb := e.wrap(box, meta, lim, true, false)
+	sb.recorded.Store(true)
+	if !e.track(sb) {
+		box.Close()
+		return nil, ErrClosed
+	}
+	if err := e.ping(ctx, sb); err != nil {
+		e.detach(sb)
+		return nil, err
+	}
+	return sb, nil
+}
+
+// pingEvery is how often ping asks again: the first request on a new
+// attach stream can reach the runner before the stream carries its reply.
+const pingEvery = 250 * time.Millisecond
+
+// ping sends ping requests until one is answered or ctx ends.
+func (e *Executor) ping(ctx context.Context, sb *sandbox) error {
+	sb.waiting.Store(true)
+	defer sb.waiting.Store(false)
+	sent := map[string]bool{}
+	tick := time.NewTicker(pingEvery)
+	defer tick.Stop()
+	send := func() error {
+		sb.nextID++
+		nonce := randomHex(16)
+		sent[nonce] = true
+		return writeFrame(sb.box.Stdin, map[string]any{"op": protocol.OpPing, "id": sb.nextID, "nonce": nonce})
+	}
+	if err := send(); err != nil {
+		return fmt.Errorf("ping sandbox %s: %w", sb.id, err)
+	}
+	for {
+		select {
+		case f, ok := <-sb.frames:
+			if !ok || f.err != nil {
+				err := errors.New("the stream ended")
+				if ok {
+					err = f.err
+				}
+				return fmt.Errorf("ping sandbox %s: %w: %v", sb.id, backend.ErrNotFound, err)
+			}
+			for n := range sent {
+				if protocol.NonceIs(f.data, n) {
+					return nil
+				}
+			}
+		case <-tick.C:
+			if err := send(); err != nil {
+				return fmt.Errorf("ping sandbox %s: %w", sb.id, err)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("ping sandbox %s: no answer: %w", sb.id, ctx.Err())
+		}
+	}
+}
+
+// detach ends this server's attach stream to a sandbox without removing
+// the sandbox (other servers may use it).
+func (e *Executor) detach(sb *sandbox) {
+	sb.dead.Store(true)
+	sb.once.Do(func() {
+		close(sb.quit)
+		if sb.box != nil {
+			sb.box.Close()
+		}
+		e.untrack(sb)
+	})
+}
+
+// reapShared ends the sessions whose records are past their expiry and
+// not held, whichever server started them, and drops this server's view
+// of sessions whose record is gone.
+func (e *Executor) reapShared(now time.Time) {
+	ctx, cancel := sharedCtx()
+	defer cancel()
+	recs, err := e.shared.Sessions(ctx, "")
+	if err != nil {
+		e.log.Warn("listing session records failed", "error", err)
+		return
+	}
+	known := map[string]bool{}
+	for _, r := range recs {
+		known[r.ID] = true
+		if r.Held(now) || !e.recordExpired(r, now) {
+			continue
+		}
+		lctx, lcancel := context.WithTimeout(ctx, time.Second)
+		lk, err := e.shared.LockSession(lctx, r.ID, e.instance)
+		lcancel()
+		if err != nil {
+			continue // taken meanwhile, or gone
+		}
+		rec := lk.Record()
+		if !e.recordExpired(rec, time.Now()) {
+			lk.Release(ctx)
+			continue
+		}
+		e.mu.Lock()
+		s := e.sessions[rec.ID]
+		e.mu.Unlock()
+		e.endShared(s, lk, rec)
+	}
+	e.mu.Lock()
+	var gone []*session
+	for id, s := range e.sessions {
+		if !known[id] && s.calls == 0 && s.created.Before(now) {
+			gone = append(gone, s)
+		}
+	}
+	e.mu.Unlock()
+	for _, s := range gone {
+		e.forget(s)
+	}
+}
+
+// cleanupShared ends owner's session for every server: its record and
+// sandbox go at once, also while another server runs a call in it (that
+// call ends with status killed).
+func (e *Executor) cleanupShared(ctx context.Context, owner, id string) error {
+	e.mu.Lock()
+	t, dead := e.tombs[id]
+	e.mu.Unlock()
+	recs, err := e.shared.Sessions(ctx, owner)
+	if err != nil {
+		return fmt.Errorf("cleanup session %s: %w", id, err)
+	}
+	for _, r := range recs {
+		if r.ID != id || r.Owner != owner {
+			continue
+		}
+		if err := e.shared.DeleteSession(ctx, id); err != nil {
+			return fmt.Errorf("cleanup session %s: %w", id, err)
+		}
+		e.mu.Lock()
+		s := e.sessions[id]
+		var sb *sandbox
+		if s != nil {
+			delete(e.sessions, id)
+			s.closed = true
+			sb, s.sb = s.sb, nil
+		}
+		e.mu.Unlock()
+		if sb != nil {
+			e.destroy(sb)
+		}
+		if r.Sandbox != "" && (sb == nil || sb.id != r.Sandbox) {
+			e.removeContainer(r.Sandbox)
+		}
+		return nil
+	}
+	if dead && t.owner == owner {
+		return fmt.Errorf("%w: session %s already ended at %s", ErrExpiredSession, id, t.at.UTC().Format(time.RFC3339))
+	}
+	return fmt.Errorf("%w: %q", ErrUnknownSession, id)
+}
+
+// sharedSessions lists owner's sessions from their records.
+func (e *Executor) sharedSessions(owner string) ([]SessionInfo, error) {
+	ctx, cancel := sharedCtx()
+	defer cancel()
+	recs, err := e.shared.Sessions(ctx, owner)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	out := make([]SessionInfo, 0, len(recs))
+	for _, r := range recs {
+		if e.recordExpired(r, now) && !r.Held(now) {
+			continue // ended; the next reaper pass removes it
+		}
+		out = append(out, SessionInfo{ID: r.ID, Owner: r.Owner, Created: r.Created, LastUsed: r.LastUsed,
+			Expires: e.expiryAt(r.Created, r.LastUsed), Busy: r.Held(now)})
+	}
+	return out, nil
+}
