@@ -98,6 +98,10 @@ func pythonSpec(run, program string) backend.Spec { return backendtest.Spec(imag
 // protocol chosen by the client (WebSocket, SPDY fallback).
 func TestClusterSuite(t *testing.T) { backendtest.Run(t, harness("")) }
 
+// TestClusterShared: backend.Shared on the cluster: attach again to a
+// Detachable Pod, session records as Leases.
+func TestClusterShared(t *testing.T) { backendtest.RunShared(t, harness("")) }
+
 // TestClusterAttachProtocols: the stream checks over each protocol alone.
 func TestClusterAttachProtocols(t *testing.T) {
 	for _, p := range []string{"websocket", "spdy"} {

@@ -279,6 +279,11 @@ func TestClusterExecutorLatency(t *testing.T) {
 				}
 				results[key] = append(results[key], d)
 			}
+			if sid != "" {
+				if err := e.Cleanup(ctx, "bench", sid); err != nil {
+					t.Errorf("%s: cleanup: %v", bc.name, err)
+				}
+			}
 			cancel()
 			if err := e.Close(context.Background()); err != nil {
 				t.Errorf("%s: close: %v", bc.name, err)

@@ -390,9 +390,10 @@ func (b *Backend) Attach(ctx context.Context, id string) (*backend.Sandbox, erro
 	if err != nil {
 		return nil, b.apiErr("get sandbox pod "+id, err)
 	}
-	st := podState(p)
-	if p.DeletionTimestamp != nil || !st.Running {
-		return nil, fmt.Errorf("attach sandbox pod %s/%s: %w: it does not run (%s)", b.cfg.Namespace, id, backend.ErrNotFound, podStatusText(p))
+	// The API may still say ContainerCreating for a second after the
+	// container runs (the kubelet's relist): only an ended Pod is refused.
+	if st := podState(p); p.DeletionTimestamp != nil || st.Exited || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return nil, fmt.Errorf("attach sandbox pod %s/%s: %w: it has ended (%s)", b.cfg.Namespace, id, backend.ErrNotFound, podStatusText(p))
 	}
 	return b.openStream(ctx, id, false)
 }

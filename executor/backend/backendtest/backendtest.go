@@ -667,3 +667,171 @@ func Concurrent(t *testing.T, h Harness) {
 		}
 	}
 }
+
+// RunShared runs the checks of backend.Shared, for backends that have it.
+func RunShared(t *testing.T, h Harness) {
+	t.Run("SharedAttach", func(t *testing.T) { SharedAttach(t, h) })
+	t.Run("SharedSessions", func(t *testing.T) { SharedSessions(t, h) })
+}
+
+func shared(t *testing.T, b backend.Backend) backend.Shared {
+	t.Helper()
+	s, ok := b.(backend.Shared)
+	if !ok {
+		t.Fatalf("%T does not implement backend.Shared", b)
+	}
+	return s
+}
+
+// SharedAttach: a Detachable sandbox's program outlives its attach
+// streams; Attach connects another stream that reaches its stdin and
+// receives its output, as every attached stream does; an unknown or
+// removed sandbox is ErrNotFound.
+func SharedAttach(t *testing.T, h Harness) {
+	b, run := Start(t, h)
+	sh := shared(t, b)
+	ctx := context.Background()
+	spec := Spec(h.Image, run, EchoProgram)
+	spec.Detachable = true
+	first, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	out1 := Lines(first.Stdout)
+	go io.Copy(io.Discard, first.Stderr)
+	Next(t, out1, "ready")
+
+	second, err := sh.Attach(ctx, first.ID)
+	if err != nil {
+		t.Fatalf("Attach: %v", err)
+	}
+	out2 := Lines(second.Stdout)
+	go io.Copy(io.Discard, second.Stderr)
+	// The new stream may connect to the output a little after its input:
+	// ask until an answer comes back on it.
+	got := ""
+	for i := 0; got == "" && i < 100; i++ {
+		if _, err := fmt.Fprintf(second.Stdin, "p%d\n", i); err != nil {
+			t.Fatalf("write on the attached stream: %v", err)
+		}
+		select {
+		case l, ok := <-out2:
+			if !ok || strings.HasPrefix(l, "ERROR: ") {
+				t.Fatalf("attached stream ended: %q", l)
+			}
+			got = l
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	if !strings.HasPrefix(got, "echo:p") {
+		t.Fatalf("attached stream's first line %q, want an echo of its input", got)
+	}
+	// The first stream sees the same output.
+	if l := Next(t, out1, "the first stream's copy of the echo"); !strings.HasPrefix(l, "echo:p") {
+		t.Errorf("first stream got %q, want the echo the second stream asked for", l)
+	}
+	// Closing the first stream leaves the program running for the second.
+	if err := first.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	Rest(t, out1, "first stream after Close")
+	if _, err := io.WriteString(second.Stdin, "after\n"); err != nil {
+		t.Fatal(err)
+	}
+	for l := Next(t, out2, "echo after the first stream closed"); strings.TrimSpace(l) != "echo:after"; l = Next(t, out2, "echo after the first stream closed") {
+	}
+	if err := second.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// (State may lag: wait until it says running or ended.)
+	if st := WaitState(t, b, first.ID, func(s backend.State) bool { return s.Running || s.Exited }); !st.Running {
+		t.Fatalf("State after every stream closed = %+v; want the Detachable program running", st)
+	}
+	third, err := sh.Attach(ctx, first.ID)
+	if err != nil {
+		t.Fatalf("Attach after every stream closed: %v", err)
+	}
+	third.Close()
+
+	if err := b.Remove(ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	WaitGone(t, b, first.ID)
+	if _, err := sh.Attach(ctx, first.ID); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("Attach to a removed sandbox: %v, want ErrNotFound", err)
+	}
+	if _, err := sh.Attach(ctx, "no-such-sandbox-"+run); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("Attach to an unknown id: %v, want ErrNotFound", err)
+	}
+}
+
+// SharedSessions: a session record has one holder at a time; another
+// waits until release; SetSandbox, Meta and LastUsed are kept; deleted
+// records are ErrNotFound; Sessions selects by owner.
+func SharedSessions(t *testing.T, h Harness) {
+	b, run := Start(t, h)
+	sh := shared(t, b)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	owner := "tester " + run + "@example.com"
+	id := "test" + run
+	t.Cleanup(func() { sh.DeleteSession(context.Background(), id) })
+	created := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
+	lk, err := sh.CreateSession(ctx, backend.SessionRecord{ID: id, Owner: owner, Created: created, LastUsed: created, Meta: map[string]string{"memory": "123"}}, "server-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sh.CreateSession(ctx, backend.SessionRecord{ID: id, Owner: owner}, "server-b"); err == nil {
+		t.Error("a second CreateSession with the same id succeeded")
+	}
+	recs, err := sh.Sessions(ctx, owner)
+	if err != nil || len(recs) != 1 || recs[0].ID != id || recs[0].Holder != "server-a" || !recs[0].Held(time.Now()) || !recs[0].Created.Equal(created) {
+		t.Fatalf("Sessions(owner) = %+v, %v; want the record held by server-a", recs, err)
+	}
+	if other, err := sh.Sessions(ctx, "someone else "+run); err != nil || len(other) != 0 {
+		t.Errorf("Sessions(another owner) = %+v, %v; want none", other, err)
+	}
+	busy, bcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, err = sh.LockSession(busy, id, "server-b")
+	bcancel()
+	if err == nil {
+		t.Fatal("server-b took a record server-a holds")
+	}
+	if err := lk.SetSandbox(ctx, "sandbox-1"); err != nil {
+		t.Fatal(err)
+	}
+	// server-b waits for the release.
+	took := make(chan backend.SessionLock, 1)
+	go func() {
+		l, err := sh.LockSession(ctx, id, "server-b")
+		if err != nil {
+			t.Errorf("LockSession after release: %v", err)
+		}
+		took <- l
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if err := lk.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lb := <-took
+	if lb == nil {
+		return
+	}
+	rec := lb.Record()
+	if rec.Sandbox != "sandbox-1" || rec.Meta["memory"] != "123" || rec.Owner != owner || !rec.LastUsed.After(created) || rec.Holder != "server-b" {
+		t.Errorf("record as server-b took it = %+v; want sandbox-1, the meta, the owner, a later LastUsed", rec)
+	}
+	if err := lb.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sh.LockSession(ctx, id, "server-a"); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("LockSession after Delete: %v, want ErrNotFound", err)
+	}
+	if recs, _ := sh.Sessions(ctx, owner); len(recs) != 0 {
+		t.Errorf("Sessions after Delete = %+v, want none", recs)
+	}
+	if err := sh.DeleteSession(ctx, id); err != nil {
+		t.Errorf("DeleteSession of a deleted record: %v, want nil", err)
+	}
+}
