@@ -1,7 +1,8 @@
 #!/bin/bash
 # The Kubernetes backend's tests against a real local node: brings the node up
 # (.ci/k8s/up.sh; the first run builds Kubernetes, ~12 min), checks the example
-# manifests with a server-side dry run, runs the backend's cluster tests, and
+# manifests with a server-side dry run, runs the backend's cluster tests and the
+# two-replica server test (cmd/python-docker-mcp TestClusterReplicas), and
 # takes the node down again (KEEP=1 leaves it running). Extra arguments go to
 # `go test`, e.g. `.ci/k8s/test.sh -k8s.latency` for the latency figures.
 set -euo pipefail
@@ -12,4 +13,11 @@ BIN=$(.ci/k8s/build.sh | tail -1)
 export KUBECONFIG=$KC
 "$BIN/kubectl" apply -f examples/kubernetes/namespace.yaml
 "$BIN/kubectl" apply --dry-run=server -f examples/kubernetes/
-PDM_KUBECONFIG=$KC PDM_K8S_NODE_NAME=localhost PDM_K8S_POD_PIDS=${POD_PIDS:-256} ${GO:-go} test ./executor/kubernetes -count=1 -v -timeout 20m "$@"
+export PDM_KUBECONFIG=$KC PDM_K8S_NODE_NAME=localhost PDM_K8S_POD_PIDS=${POD_PIDS:-256}
+${GO:-go} test ./executor/kubernetes -count=1 -v -timeout 20m "$@"
+# Two server processes on the cluster behind a round-robin proxy (skipped
+# when the arguments pick other tests with -run).
+case " $* " in
+  *" -run "*) ;;
+  *) ${GO:-go} test ./cmd/python-docker-mcp -count=1 -v -timeout 20m -run 'TestClusterReplicas$' ;;
+esac

@@ -80,6 +80,7 @@ func (b *Backend) Hold(ctx context.Context, instance string) (func(context.Conte
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
+		renewals := 0
 		t := time.NewTicker(leaseRenew)
 		defer t.Stop()
 		for {
@@ -100,6 +101,9 @@ func (b *Backend) Hold(ctx context.Context, instance string) (func(context.Conte
 				continue
 			}
 			cur = next
+			if renewals++; renewals%leaseSweepEvery == 0 {
+				b.dropStaleLeases(ns, instance)
+			}
 		}
 	}()
 	var once sync.Once
@@ -167,4 +171,46 @@ func leaseFresh(l *coordinationv1.Lease, now time.Time) bool {
 		dur = time.Duration(*d) * time.Second
 	}
 	return last != nil && now.Sub(last.Time) < 2*dur
+}
+
+// A dead server's Lease is deleted by a live one once it has not been
+// renewed for leaseForget (long after the dead server's sandboxes were
+// reaped); each live server looks every leaseSweepEvery renewals.
+const (
+	leaseForget     = 10 * time.Minute
+	leaseSweepEvery = 30
+)
+
+// dropStaleLeases deletes other servers' Leases not renewed for
+// leaseForget, each only in the version read (a server that renewed it
+// meanwhile keeps it).
+func (b *Backend) dropStaleLeases(ns, self string) {
+	ctx, cancel := context.WithTimeout(context.Background(), leaseRenew)
+	defer cancel()
+	leases := b.client.CoordinationV1().Leases(ns)
+	list, err := leases.List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=python-docker-mcp"})
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	for i := range list.Items {
+		l := &list.Items[i]
+		if !strings.HasPrefix(l.Name, LeasePrefix) || l.Name == LeasePrefix+self || leaseAge(l, now) < leaseForget {
+			continue
+		}
+		rv := l.ResourceVersion
+		leases.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+	}
+}
+
+// leaseAge is how long ago the Lease was last renewed (or acquired).
+func leaseAge(l *coordinationv1.Lease, now time.Time) time.Duration {
+	last := l.Spec.RenewTime
+	if last == nil {
+		last = l.Spec.AcquireTime
+	}
+	if last == nil {
+		return 0
+	}
+	return now.Sub(last.Time)
 }

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend/backendtest"
 )
 
@@ -87,5 +89,98 @@ func TestCreateRateLimited(t *testing.T) {
 	spec := backendtest.Spec("python-docker-mcp-sandbox:latest", "run", "pass")
 	if _, err := b.Create(ctx, spec); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Create rate-limited past its deadline = %v, want DeadlineExceeded", err)
+	}
+}
+
+// TestDropStaleLeases: a live server deletes other servers' Leases not
+// renewed for leaseForget, and leaves its own, fresh ones and session
+// records alone.
+func TestDropStaleLeases(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset()
+	b := &Backend{cfg: Config{Namespace: "sandboxes", LeaseNamespace: "servers", Kubeconfig: "x"}, client: cs}
+	leases := cs.CoordinationV1().Leases("servers")
+	now := time.Now()
+	for name, age := range map[string]time.Duration{
+		LeasePrefix + "self":       time.Hour,
+		LeasePrefix + "dead":       leaseForget + time.Minute,
+		LeasePrefix + "recent":     time.Minute,
+		SessionLeasePrefix + "old": time.Hour,
+	} {
+		ts := metav1.NewMicroTime(now.Add(-age))
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/managed-by": "python-docker-mcp"}},
+			Spec: coordinationv1.LeaseSpec{RenewTime: &ts}}
+		if _, err := leases.Create(ctx, l, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.dropStaleLeases("servers", "self")
+	list, err := leases.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, l := range list.Items {
+		left = append(left, l.Name)
+	}
+	want := []string{LeasePrefix + "recent", LeasePrefix + "self", SessionLeasePrefix + "old"}
+	if strings.Join(left, " ") != strings.Join(want, " ") {
+		t.Errorf("leases left %v, want %v", left, want)
+	}
+}
+
+// TestSessionLockTakeover: a session record whose holder stopped renewing
+// for twice SessionHold is taken over; a fresh hold makes LockSession wait;
+// a released record is taken from the cached version without a read.
+func TestSessionLockTakeover(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset()
+	b := &Backend{cfg: Config{Namespace: "sandboxes", LeaseNamespace: "servers", Kubeconfig: "x"}, client: cs}
+	lk, err := b.CreateSession(ctx, backend.SessionRecord{ID: "s1", Owner: "alice", Created: time.Now(), LastUsed: time.Now()}, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	if _, err := b.LockSession(short, "s1", "b"); err == nil || !strings.Contains(err.Error(), "busy") {
+		t.Errorf("LockSession while a holds it: %v, want busy", err)
+	}
+	cancel()
+	// a dies: its renewals stop and the hold goes stale.
+	lk.(*sessionLock).halt()
+	leases := cs.CoordinationV1().Leases("servers")
+	l, err := leases.Get(ctx, SessionLeasePrefix+"s1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := metav1.NewMicroTime(time.Now().Add(-2*backend.SessionHold - time.Second))
+	l.Spec.RenewTime = &old
+	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lb, err := b.LockSession(ctx, "s1", "b")
+	if err != nil {
+		t.Fatalf("LockSession of a stale hold: %v", err)
+	}
+	if rec := lb.Record(); rec.Holder != "b" || rec.Owner != "alice" {
+		t.Errorf("record after takeover = %+v, want held by b", rec)
+	}
+	if err := lb.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cs.ClearActions()
+	lc, err := b.LockSession(ctx, "s1", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range cs.Actions() {
+		if a.GetVerb() == "get" {
+			t.Errorf("LockSession after this server's own release read the record (%v); want the cached version used", a)
+		}
+	}
+	if err := lc.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.LockSession(ctx, "s1", "b"); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("LockSession after Delete: %v, want ErrNotFound", err)
 	}
 }

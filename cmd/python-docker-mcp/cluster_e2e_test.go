@@ -1,0 +1,287 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/python-docker-mcp/python-docker-mcp/executor"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/kubernetes"
+)
+
+// TestClusterReplicas runs two server processes on one Kubernetes cluster
+// (PDM_KUBECONFIG, as the Kubernetes backend's cluster tests; `make
+// test-kubernetes` brings one up) behind a round-robin proxy, as replicas
+// behind a Service without affinity, and drives them with the official
+// go-sdk client over the stateless protocol (2026-07-28): 200 mixed calls
+// alternate replicas with none lost or misrouted; then the replica that
+// started a session is killed (SIGKILL), once between calls and once in
+// the middle of one, and the sessions go on on the other replica with
+// their state.
+func TestClusterReplicas(t *testing.T) {
+	kc := os.Getenv("PDM_KUBECONFIG")
+	if kc == "" {
+		t.Skip("PDM_KUBECONFIG not set: no cluster to test against (`make test-kubernetes` brings one up)")
+	}
+	ns := "python-docker-mcp-sandboxes" // examples/kubernetes/namespace.yaml
+	cfgPath := filepath.Join(t.TempDir(), "config.yaml")
+	cfg := fmt.Sprintf(`backend: kubernetes
+kubernetes:
+  kubeconfig: %q
+  namespace: %s
+  node_name: %q
+  start_timeout: 3m
+docker:
+  image: python-docker-mcp-sandbox:latest
+  cpu_limit: 0.25
+pool:
+  enabled: true
+  size: 1
+  preload: []
+`, kc, ns, os.Getenv("PDM_K8S_NODE_NAME"))
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kb, err := kubernetes.New(kubernetes.Config{Kubeconfig: kc, Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := startReplica(t, kb, cfgPath)
+	b := startReplica(t, kb, cfgPath)
+
+	lb := &roundRobin{}
+	lb.set(a, b)
+	front := &http.Server{Handler: lb}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go front.Serve(ln)
+	defer front.Close()
+	c := &mcpClient{stderr: &lockedBuffer{}}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	cs, err := newSDKClient(c).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: "http://" + ln.Addr().String() + "/mcp"}, &sdk.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatalf("connect through the proxy: %v", err)
+	}
+	defer cs.Close()
+	c.cs = cs
+
+	// Each session starts on replica a (the proxy sends only there).
+	lb.set(a)
+	var s1, s2 string
+	for _, p := range []*string{&s1, &s2} {
+		res := c.call(t, "execute-persistent", map[string]any{"code": "n = 0"})
+		if res.IsError {
+			t.Fatalf("start a session on replica a: %s", text(res))
+		}
+		*p, _ = structured(t, res)["session_id"].(string)
+	}
+	lb.set(a, b)
+
+	// 200 mixed calls, alternating replicas.
+	n := map[string]int{s1: 0, s2: 0}
+	lost, misrouted := 0, 0
+	check := func(i int, what string, res *sdk.CallToolResult, want string) {
+		switch {
+		case res.IsError:
+			lost++
+			t.Errorf("call %d (%s): %s", i, what, text(res))
+		case !strings.Contains(text(res), want):
+			misrouted++
+			t.Errorf("call %d (%s): %q does not hold %q", i, what, text(res), want)
+		}
+	}
+	for i := range 200 {
+		token := fmt.Sprintf("tok-%d-%d", i, time.Now().UnixNano())
+		switch i % 4 {
+		case 0:
+			check(i, "transient", c.call(t, "execute-transient", map[string]any{"code": fmt.Sprintf("print(%q)", token)}), token)
+		case 1, 2:
+			s := []string{s1, s2}[i%4-1]
+			n[s]++
+			res := c.call(t, "execute-persistent", map[string]any{"session_id": s, "code": fmt.Sprintf("n += 1\nprint(n, %q)", token)})
+			check(i, "persistent", res, fmt.Sprintf("%d %s", n[s], token))
+		case 3:
+			if r := c.call(t, "write-file", map[string]any{"session_id": s1, "path": "t.txt", "content": token}); r.IsError {
+				lost++
+				t.Errorf("call %d (write-file): %s", i, text(r))
+				continue
+			}
+			check(i, "read-file", c.call(t, "read-file", map[string]any{"session_id": s1, "path": "t.txt"}), token)
+		}
+	}
+	sent := lb.counts()
+	t.Logf("200 mixed calls: %d lost, %d misrouted; requests per replica: a %d, b %d", lost, misrouted, sent[a], sent[b])
+	if sent[a] < 100 || sent[b] < 100 {
+		t.Errorf("requests per replica a %d, b %d: the calls did not alternate", sent[a], sent[b])
+	}
+
+	// Kill a in the middle of a call into s2 (its hold goes stale), then
+	// use both sessions on b: their interpreters kept their state, and the
+	// killed call's own effect.
+	lb.set(a)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		callCtx, ccancel := context.WithTimeout(ctx, time.Minute)
+		defer ccancel()
+		cs.CallTool(callCtx, &sdk.CallToolParams{Name: "execute-persistent", Arguments: map[string]any{"session_id": s2, "code": "n += 1\nimport time\ntime.sleep(4)"}})
+	}()
+	time.Sleep(2 * time.Second)
+	a.kill(t)
+	<-done
+	n[s2]++
+	lb.set(b)
+	t0 := time.Now()
+	for _, s := range []string{s1, s2} {
+		n[s]++
+		res := c.call(t, "execute-persistent", map[string]any{"session_id": s, "code": "n += 1\nprint('n =', n)"})
+		if want := fmt.Sprintf("n = %d", n[s]); res.IsError || !strings.Contains(text(res), want) {
+			t.Errorf("session %s on replica b after a was killed: %q, want %q", s, text(res), want)
+		}
+	}
+	t.Logf("both sessions answered on replica b %s after replica a was killed mid-call", time.Since(t0).Round(time.Millisecond))
+	for _, s := range []string{s1, s2} {
+		if r := c.call(t, "cleanup-session", map[string]any{"session_id": s}); r.IsError {
+			t.Errorf("cleanup %s: %s", s, text(r))
+		}
+	}
+}
+
+// replica is one server process.
+type replica struct {
+	cmd  *exec.Cmd
+	url  *url.URL
+	log  *lockedBuffer
+	once sync.Once
+}
+
+var listenURL = regexp.MustCompile(`url=(http://\S+)`)
+
+// startReplica starts the built server with the config at cfgPath. When
+// the test ends it is stopped (SIGINT) if still running, and the sandbox
+// Pods of a killed replica (which no replica is left to reap) and its
+// Lease goes stale (the other replicas delete it later).
+func startReplica(t *testing.T, kb *kubernetes.Backend, cfgPath string) *replica {
+	t.Helper()
+	r := &replica{log: &lockedBuffer{}}
+	r.cmd = exec.Command(binary, "--config", cfgPath, "--transport", "http", "--addr", "127.0.0.1:0")
+	r.cmd.Env = serverEnv(t)
+	stderr, _ := r.cmd.StderrPipe()
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	urlc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			r.log.Write([]byte(sc.Text() + "\n"))
+			if m := listenURL.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case urlc <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		r.once.Do(func() {
+			r.cmd.Process.Signal(os.Interrupt)
+			r.cmd.Wait()
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		mine := map[string]string{executor.LabelPID: fmt.Sprint(r.cmd.Process.Pid)}
+		for {
+			list, err := kb.List(ctx, mine)
+			if err != nil {
+				t.Errorf("list the replica's pods: %v", err)
+				return
+			}
+			for _, p := range list {
+				if !p.Removing {
+					kb.Remove(ctx, p.ID)
+				}
+			}
+			if len(list) == 0 {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Errorf("pods of replica %d still there: %d", r.cmd.Process.Pid, len(list))
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if t.Failed() {
+			t.Logf("replica %d log:\n%s", r.cmd.Process.Pid, r.log.String())
+		}
+	})
+	select {
+	case u := <-urlc:
+		r.url, _ = url.Parse(strings.TrimSuffix(u, "/mcp"))
+		return r
+	case <-time.After(90 * time.Second):
+		t.Fatalf("replica did not start:\n%s", r.log.String())
+	}
+	return nil
+}
+
+// kill ends the process at once, as a crash or an OOM kill of its Pod.
+func (r *replica) kill(t *testing.T) {
+	r.once.Do(func() {
+		if err := r.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		r.cmd.Wait()
+	})
+}
+
+// roundRobin forwards each request to the next of its replicas, as a
+// Service without session affinity does.
+type roundRobin struct {
+	mu   sync.Mutex
+	to   []*replica
+	next atomic.Int64
+	sent sync.Map // *replica -> *atomic.Int64
+}
+
+func (l *roundRobin) set(rs ...*replica) {
+	l.mu.Lock()
+	l.to = rs
+	l.mu.Unlock()
+}
+
+func (l *roundRobin) counts() map[*replica]int64 {
+	out := map[*replica]int64{}
+	l.sent.Range(func(k, v any) bool { out[k.(*replica)] = v.(*atomic.Int64).Load(); return true })
+	return out
+}
+
+func (l *roundRobin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	l.mu.Lock()
+	to := l.to[int(l.next.Add(1))%len(l.to)]
+	l.mu.Unlock()
+	v, _ := l.sent.LoadOrStore(to, &atomic.Int64{})
+	v.(*atomic.Int64).Add(1)
+	p := httputil.NewSingleHostReverseProxy(to.url)
+	p.FlushInterval = -1
+	p.ServeHTTP(w, r)
+}
