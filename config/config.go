@@ -241,6 +241,12 @@ type Server struct {
 	// MetricsAddr is a separate listen address for the Prometheus /metrics
 	// endpoint ("" = none; the HTTP transport then serves /metrics itself).
 	MetricsAddr string `koanf:"metrics_addr" json:"metrics_addr"`
+	// SessionKeyFile holds a secret (at least 32 bytes) that signs the
+	// Streamable HTTP session ids of protocol versions before 2026-07-28,
+	// so that every replica given the same file accepts the ids any of
+	// them issued ("" = ids are known only to the replica that issued
+	// them).
+	SessionKeyFile string `koanf:"session_key_file" json:"session_key_file"`
 }
 
 // Auth configures bearer-token authentication of the HTTP transport.

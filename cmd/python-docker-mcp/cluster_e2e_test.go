@@ -41,6 +41,10 @@ func TestClusterReplicas(t *testing.T) {
 	}
 	ns := "python-docker-mcp-sandboxes" // examples/kubernetes/namespace.yaml
 	cfgPath := filepath.Join(t.TempDir(), "config.yaml")
+	keyPath := filepath.Join(t.TempDir(), "session.key")
+	if err := os.WriteFile(keyPath, []byte(fmt.Sprintf("%x", time.Now().UnixNano())+strings.Repeat("k", 32)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cfg := fmt.Sprintf(`backend: kubernetes
 kubernetes:
   kubeconfig: %q
@@ -54,7 +58,9 @@ pool:
   enabled: true
   size: 1
   preload: []
-`, kc, ns, os.Getenv("PDM_K8S_NODE_NAME"))
+server:
+  session_key_file: %q
+`, kc, ns, os.Getenv("PDM_K8S_NODE_NAME"), keyPath)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -133,6 +139,28 @@ pool:
 	if sent[a] < 100 || sent[b] < 100 {
 		t.Errorf("requests per replica a %d, b %d: the calls did not alternate", sent[a], sent[b])
 	}
+
+	// A client of the protocol with sessions (2025-11-25): its session id,
+	// issued by one replica, works on both (server.session_key_file).
+	legacy := &mcpClient{stderr: &lockedBuffer{}}
+	lcs, err := newSDKClient(legacy).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: "http://" + ln.Addr().String() + "/mcp", MaxRetries: -1}, &sdk.ClientSessionOptions{ProtocolVersion: legacyProtocol})
+	if err != nil {
+		t.Fatalf("connect with protocol %s through the proxy: %v", legacyProtocol, err)
+	}
+	legacy.cs = lcs
+	before := lb.counts()
+	for i := range 20 {
+		token := fmt.Sprintf("legacy-%d", i)
+		if res := legacy.call(t, "execute-transient", map[string]any{"code": fmt.Sprintf("print(%q)", token)}); res.IsError || !strings.Contains(text(res), token) {
+			t.Errorf("legacy call %d: %q", i, text(res))
+		}
+	}
+	after := lb.counts()
+	t.Logf("20 calls of a %s client, session %s: requests per replica a %d, b %d", legacyProtocol, lcs.ID(), after[a]-before[a], after[b]-before[b])
+	if after[a]-before[a] < 10 || after[b]-before[b] < 10 {
+		t.Errorf("the legacy client's calls did not alternate replicas")
+	}
+	lcs.Close()
 
 	// Kill a in the middle of a call into s2 (its hold goes stale), then
 	// use both sessions on b: their interpreters kept their state, and the

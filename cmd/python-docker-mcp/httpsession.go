@@ -3,12 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -28,9 +33,19 @@ import (
 // used with another subject's token gets 404, so a client starts a new
 // session. Protocol version 2026-07-28 has no protocol-level sessions;
 // its requests pass through untouched.
+//
+// With a key (server.session_key_file), an id carries an HMAC of itself and
+// its subject, so that replicas sharing the key accept each other's ids:
+// behind a load balancer without affinity, any replica serves any
+// session. A DELETE ends the id on the replica that received it; the
+// others accept it (for the same subject only) until their idle TTL.
 type httpSessions struct {
 	mu   sync.Mutex
+	key  []byte            // nil: ids are this process's only
 	subs map[string]string // live session id -> owning subject
+	// ended are ids terminated here, which a valid signature must not
+	// bring back.
+	ended map[string]bool
 	// inflight are the legacy-era requests being handled: cancelling one
 	// (notifications/cancelled on its session) ends its HTTP response
 	// without a JSON-RPC reply.
@@ -45,7 +60,43 @@ type inflightReq struct {
 }
 
 func newHTTPSessions() *httpSessions {
-	return &httpSessions{subs: map[string]string{}, inflight: map[inflightKey]*inflightReq{}}
+	return &httpSessions{subs: map[string]string{}, ended: map[string]bool{}, inflight: map[inflightKey]*inflightReq{}}
+}
+
+// maxEnded bounds the terminated ids remembered.
+const maxEnded = 100000
+
+// minSessionKey is the shortest key loadKey accepts.
+const minSessionKey = 32
+
+// loadKey reads the key that signs session ids.
+func (s *httpSessions) loadKey(path string) error {
+	key, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read the session id key: %w", err)
+	}
+	key = bytes.TrimSpace(key)
+	if len(key) < minSessionKey {
+		return fmt.Errorf("%s holds %d bytes; want at least %d random bytes, e.g. from `openssl rand -hex 32`", path, len(key), minSessionKey)
+	}
+	s.key = key
+	return nil
+}
+
+// sign is the signature part of a signed id.
+func (s *httpSessions) sign(raw, sub string) string {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte(raw))
+	m.Write([]byte{0})
+	m.Write([]byte(sub))
+	return hex.EncodeToString(m.Sum(nil)[:16])
+}
+
+// signedBy says whether id is a signed id issued to sub (by any replica
+// with the same key).
+func (s *httpSessions) signedBy(id, sub string) bool {
+	raw, sig, ok := strings.Cut(id, ".")
+	return s.key != nil && ok && hmac.Equal([]byte(sig), []byte(s.sign(raw, sub)))
 }
 
 // Live is the number of sessions issued and not terminated.
@@ -65,6 +116,10 @@ func (s *httpSessions) check(id, sub string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	owner, ok := s.subs[id]
+	if !ok && !s.ended[id] && s.signedBy(id, sub) {
+		// Issued by another replica to this subject.
+		s.subs[id], owner, ok = sub, sub, true
+	}
 	switch {
 	case !ok:
 		return errUnknownSession
@@ -97,6 +152,9 @@ func (m *sessionIDs) Generate() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	id := hex.EncodeToString(b)
+	if m.s.key != nil {
+		id += "." + m.s.sign(id, m.sub)
+	}
 	m.s.mu.Lock()
 	m.s.subs[id] = m.sub
 	m.s.mu.Unlock()
@@ -124,6 +182,12 @@ func (m *sessionIDs) Terminate(id string) (bool, error) {
 	}
 	m.s.mu.Lock()
 	delete(m.s.subs, id)
+	if m.s.key != nil {
+		if len(m.s.ended) >= maxEnded {
+			clear(m.s.ended) // bounded memory; a cleared id still needs its subject's token
+		}
+		m.s.ended[id] = true
+	}
 	m.s.mu.Unlock()
 	return false, nil
 }

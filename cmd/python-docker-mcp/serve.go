@@ -136,6 +136,12 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 	go watcher.Run(ctx)
 
 	sessions := newHTTPSessions()
+	if f := cfg.Server.SessionKeyFile; f != "" && cfg.Server.Transport == "http" {
+		if err := sessions.loadKey(f); err != nil {
+			fmt.Fprintf(stderr, "python-docker-mcp: server.session_key_file: %v\n", err)
+			return exitConfig
+		}
+	}
 	mcpSessions := func() int {
 		if cfg.Server.Transport == "http" {
 			return sessions.Live()
