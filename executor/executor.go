@@ -422,8 +422,15 @@ func (e *Executor) Close(ctx context.Context) error {
 	for _, sb := range e.live {
 		all = append(all, sb)
 	}
+	var sessions []*session
+	for _, s := range e.sessions {
+		sessions = append(sessions, s)
+	}
 	e.sessions = map[string]*session{}
 	e.mu.Unlock()
+	if e.shared != nil {
+		e.releaseAllKept(sessions)
+	}
 	<-e.done
 	var wg sync.WaitGroup
 	for _, sb := range all {

@@ -41,6 +41,12 @@ type session struct {
 	// names, which sessionSandbox attaches to when sb is nil.
 	lock   backend.SessionLock
 	target string
+	// kept is the lock of the last call, still held for holdGrace after
+	// it (a call that follows at once takes it over without a write);
+	// releasing is closed once a release of it has been written.
+	kept      backend.SessionLock
+	keptTimer *time.Timer
+	releasing chan struct{}
 }
 
 // sandboxDied records that sb, a sandbox of s, died outside an execute
@@ -217,15 +223,14 @@ func (e *Executor) release(s *session, held bool) {
 	e.mu.Lock()
 	s.calls--
 	s.lastUsed = time.Now()
-	var lk backend.SessionLock
 	if held {
 		s.running = false
-		lk, s.lock = s.lock, nil
+		if lk := s.lock; lk != nil {
+			s.lock = nil
+			e.keepShared(s, lk)
+		}
 	}
 	e.mu.Unlock()
-	if lk != nil {
-		e.unlockShared(s, lk)
-	}
 	if held {
 		<-s.sem
 	}

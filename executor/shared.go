@@ -182,12 +182,79 @@ func (e *Executor) findShared(ctx context.Context, owner, id string) error {
 	return fmt.Errorf("%w: %q (it never existed, ended, or belongs to someone else); omit the session id to start a new session", ErrUnknownSession, id)
 }
 
+// holdGrace is how long a server keeps a session's lock after a call
+// before it releases it: a call that follows at once (a client's tight
+// loop) takes it over without writing to the backend, while another
+// server waits at most this much longer for it.
+var holdGrace = 10 * time.Millisecond
+
+// keepShared keeps the lock of a call that ended for holdGrace, then
+// releases it in the background. e.mu is held.
+func (e *Executor) keepShared(s *session, lk backend.SessionLock) {
+	s.kept = lk
+	s.keptTimer = time.AfterFunc(holdGrace, func() { e.releaseKept(s, lk) })
+}
+
+// releaseKept releases lk if it is still s's kept lock.
+func (e *Executor) releaseKept(s *session, lk backend.SessionLock) {
+	e.mu.Lock()
+	if s.kept != lk {
+		e.mu.Unlock()
+		return
+	}
+	s.kept, s.keptTimer = nil, nil
+	done := make(chan struct{})
+	s.releasing = done
+	e.mu.Unlock()
+	e.unlockShared(s, lk)
+	close(done)
+}
+
+// releaseAllKept releases every kept lock now (Close: other servers must
+// not wait for this one's holds to go stale).
+func (e *Executor) releaseAllKept(sessions []*session) {
+	for _, s := range sessions {
+		e.mu.Lock()
+		lk, t, rel := s.kept, s.keptTimer, s.releasing
+		s.kept, s.keptTimer = nil, nil
+		e.mu.Unlock()
+		if t != nil {
+			t.Stop()
+		}
+		if lk != nil {
+			e.unlockShared(s, lk)
+		}
+		if rel != nil {
+			<-rel
+		}
+	}
+}
+
 // lockShared takes s's record for the call that holds s's token. A record
 // gone (cleaned up or expired by any server) ends s here too; one past its
 // expiry is ended now. A record naming another sandbox than the one this
 // server is attached to (another server restarted the interpreter) makes
 // sessionSandbox attach to that one.
 func (e *Executor) lockShared(ctx context.Context, s *session) error {
+	e.mu.Lock()
+	if lk := s.kept; lk != nil {
+		// The last call's lock, not released yet: go on holding it.
+		s.kept = nil
+		s.keptTimer.Stop()
+		s.keptTimer = nil
+		s.lock = lk
+		e.mu.Unlock()
+		return nil
+	}
+	rel := s.releasing
+	e.mu.Unlock()
+	if rel != nil {
+		select { // the release in flight comes first
+		case <-rel:
+		case <-ctx.Done():
+			return fmt.Errorf("session %s: %w", s.id, ctx.Err())
+		}
+	}
 	lk, err := e.shared.LockSession(ctx, s.id, e.instance)
 	if errors.Is(err, backend.ErrNotFound) {
 		e.forget(s)
@@ -235,8 +302,25 @@ func (e *Executor) forget(s *session) {
 	sb := s.sb
 	s.sb = nil
 	e.mu.Unlock()
+	e.dropKept(s)
 	if sb != nil {
 		e.detach(sb)
+	}
+}
+
+// dropKept ends the kept lock of a session whose record is gone.
+func (e *Executor) dropKept(s *session) {
+	e.mu.Lock()
+	lk, t := s.kept, s.keptTimer
+	s.kept, s.keptTimer = nil, nil
+	e.mu.Unlock()
+	if t != nil {
+		t.Stop()
+	}
+	if lk != nil {
+		ctx, cancel := sharedCtx()
+		lk.Delete(ctx) // stops its renewal; the record is gone already
+		cancel()
 	}
 }
 
@@ -414,6 +498,9 @@ func (e *Executor) cleanupShared(ctx context.Context, owner, id string) error {
 			sb, s.sb = s.sb, nil
 		}
 		e.mu.Unlock()
+		if s != nil {
+			e.dropKept(s)
+		}
 		if sb != nil {
 			e.destroy(sb)
 		}

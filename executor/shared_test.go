@@ -241,3 +241,43 @@ func TestSharedSessionLimitsCountEveryReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestSharedSessionKeepsTheLockForATightLoop(t *testing.T) {
+	es, fc := newReplicas(t, 2, nil)
+	ctx := tctx(t, time.Minute)
+	defer func(g time.Duration) { holdGrace = g }(holdGrace)
+	holdGrace = time.Second
+	_, id, err := es[0].Persistent(ctx, "", Request{Owner: "alice", Code: "set x 1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, _, err := es[0].Persistent(ctx, id, Request{Owner: "alice", Code: "get x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := fc.Locks(); n != 0 {
+		t.Errorf("%d record locks for calls that followed each other at once, want 0 (the kept lock)", n)
+	}
+	// The other replica waits for the grace, then takes the record.
+	if _, _, err := es[1].Persistent(ctx, id, Request{Owner: "alice", Code: "get x"}); err != nil {
+		t.Fatal(err)
+	}
+	if fc.Locks() != 1 {
+		t.Errorf("locks %d after the other replica's call, want 1", fc.Locks())
+	}
+	// Closing a replica releases the lock it keeps at once.
+	if _, _, err := es[1].Persistent(ctx, id, Request{Owner: "alice", Code: "get x"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := es[1].Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := fc.Sessions(ctx, "alice")
+	if len(recs) != 1 || recs[0].Held(time.Now()) {
+		t.Errorf("record after the holder closed = %+v, want it free", recs)
+	}
+	if err := es[0].Cleanup(ctx, "alice", id); err != nil {
+		t.Fatal(err)
+	}
+}

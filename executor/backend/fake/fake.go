@@ -47,7 +47,7 @@ type Backend struct {
 	// returns is Create's.
 	CreateHook func(spec backend.Spec) error
 
-	creates, removes atomic.Int64
+	creates, removes, locks atomic.Int64
 
 	mu    sync.Mutex
 	seq   int
@@ -630,6 +630,7 @@ func (c Cluster) LockSession(ctx context.Context, id, holder string) (backend.Se
 			return nil, fmt.Errorf("session record %s: %w", id, backend.ErrNotFound)
 		}
 		if !r.Held(time.Now()) || r.Holder == holder {
+			c.locks.Add(1)
 			r.Holder, r.Renewed = holder, time.Now()
 			got := *r
 			got.Meta = maps.Clone(r.Meta)
@@ -667,6 +668,9 @@ func (c Cluster) DeleteSession(ctx context.Context, id string) error {
 	c.mu.Unlock()
 	return nil
 }
+
+// Locks counts the LockSession calls that took a record.
+func (c Cluster) Locks() int64 { return c.locks.Load() }
 
 // StaleHold makes session id's hold look abandoned, as when its server
 // died mid-call and SessionHold passed twice.
