@@ -300,3 +300,43 @@ func TestClusterExecutorLatency(t *testing.T) {
 		t.Log(line)
 	}
 }
+
+// TestClusterSessionAlternates: one session, two executors on the cluster
+// (replicas), 20 calls alternating between them: each call sees the last
+// one's state, whichever executor made it; the log reports the latency of
+// a call that takes the session's record over from the other executor.
+func TestClusterSessionAlternates(t *testing.T) {
+	b := newCluster(t, "")
+	cfg := config.Default()
+	cfg.Docker.Image = image()
+	cfg.Pool.Enabled = false
+	cfg.Docker.CPULimit = 0.25
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var es []*executor.Executor
+	for range 2 {
+		e, err := executor.NewWithBackend(ctx, executor.ConfigFrom(cfg), b, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close(context.Background())
+		es = append(es, e)
+	}
+	_, sid, err := es[0].Persistent(ctx, "", executor.Request{Owner: "alice", Code: "n = 0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var took []time.Duration
+	for i := 1; i <= 20; i++ {
+		t0 := time.Now()
+		res, _, err := es[i%2].Persistent(ctx, sid, executor.Request{Owner: "alice", Code: "n += 1\nn"})
+		took = append(took, time.Since(t0))
+		if err != nil || res.Result == nil || *res.Result != strconv.Itoa(i) {
+			t.Fatalf("call %d on executor %d: %+v, %v; want n == %d", i, i%2, res, err, i)
+		}
+	}
+	t.Logf("a session's calls alternating executors: p50 %.1f ms, p95 %.1f ms (n=%d)", ms(quantile(took, 0.5)), ms(quantile(took, 0.95)), len(took))
+	if err := es[1].Cleanup(ctx, "alice", sid); err != nil {
+		t.Fatal(err)
+	}
+}

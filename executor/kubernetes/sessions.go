@@ -14,7 +14,9 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
 	coordv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
@@ -163,15 +165,53 @@ func (b *Backend) LockSession(ctx context.Context, id, holder string) (backend.S
 			}
 		}
 		// Another server's call runs in the session: wait for its
-		// release, or for its hold to go stale (that server died).
-		select {
-		case <-ctx.Done():
+		// release (watching the record), or for its hold to go stale
+		// (that server died).
+		stale := time.Until(rec.Renewed.Add(2 * backend.SessionHold))
+		next, err := b.waitChange(ctx, leases, cur, max(stale, pause))
+		if ctx.Err() != nil {
 			return nil, fmt.Errorf("session %s is busy: server %s holds it (renewed %s ago): %w",
 				id, rec.Holder, time.Since(rec.Renewed).Round(time.Millisecond), ctx.Err())
-		case <-time.After(pause):
 		}
-		pause = min(2*pause, 250*time.Millisecond)
-		cur = nil
+		if err != nil {
+			// The watch failed: poll instead.
+			select {
+			case <-ctx.Done():
+			case <-time.After(pause):
+			}
+			pause = min(2*pause, 250*time.Millisecond)
+		}
+		cur = next // nil: read again
+	}
+}
+
+// waitChange watches the record from cur's version until it changes
+// (returned; nil when it was deleted or the watch ended without news) or
+// wait passes.
+func (b *Backend) waitChange(ctx context.Context, leases coordv1client.LeaseInterface, cur *coordinationv1.Lease, wait time.Duration) (*coordinationv1.Lease, error) {
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	w, err := leases.Watch(wctx, metav1.ListOptions{
+		FieldSelector:   fields.OneTermEqualSelector("metadata.name", cur.Name).String(),
+		ResourceVersion: cur.ResourceVersion,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-wctx.Done():
+			return nil, nil
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return nil, nil
+			}
+			if l, isLease := ev.Object.(*coordinationv1.Lease); isLease && ev.Type == watch.Modified {
+				return l, nil
+			}
+			return nil, nil // deleted, or an error event: read again
+		}
 	}
 }
 
