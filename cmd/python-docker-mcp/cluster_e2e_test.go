@@ -31,10 +31,11 @@ import (
 // test-kubernetes` brings one up) behind a round-robin proxy, as replicas
 // behind a Service without affinity, and drives them with the official
 // go-sdk client over the stateless protocol (2026-07-28): 200 mixed calls
-// alternate replicas with none lost or misrouted; then the replica that
-// started a session is killed (SIGKILL), once between calls and once in
-// the middle of one, and the sessions go on on the other replica with
-// their state.
+// alternate replicas with none lost or misrouted, and a client of the
+// protocol with session ids (2025-11-25) alternates on one signed id; then
+// the replica that started both sessions is killed (SIGKILL) in the
+// middle of a call into one of them, and both go on on the other replica
+// with their state.
 func TestClusterReplicas(t *testing.T) {
 	kc := os.Getenv("PDM_KUBECONFIG")
 	if kc == "" {
