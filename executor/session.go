@@ -94,16 +94,7 @@ type FileInfo struct {
 }
 
 func (e *Executor) expiry(s *session) time.Time {
-	exp := time.Time{}
-	if ttl := e.cfg.Sessions.IdleTTL.D(); ttl > 0 {
-		exp = s.lastUsed.Add(ttl)
-	}
-	if life := e.cfg.Sessions.MaxLifetime.D(); life > 0 {
-		if end := s.created.Add(life); exp.IsZero() || end.Before(exp) {
-			exp = end
-		}
-	}
-	return exp
+	return e.expiryAt(s.created, s.lastUsed)
 }
 
 // Sessions lists owner's sessions, oldest first. Safe for concurrent use.

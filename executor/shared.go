@@ -156,18 +156,29 @@ func (e *Executor) recordSession(ctx context.Context, s *session) error {
 	return nil
 }
 
+// record finds the record of owner's session id among owner's records.
+func (e *Executor) record(ctx context.Context, owner, id string) (backend.SessionRecord, bool, error) {
+	recs, err := e.shared.Sessions(ctx, owner)
+	if err != nil {
+		return backend.SessionRecord{}, false, err
+	}
+	for _, r := range recs {
+		if r.ID == id && r.Owner == owner {
+			return r, true, nil
+		}
+	}
+	return backend.SessionRecord{}, false, nil
+}
+
 // findShared makes a local session of the record of owner's session id,
 // which another server started. It fails like acquire for unknown and
 // foreign ids.
 func (e *Executor) findShared(ctx context.Context, owner, id string) error {
-	recs, err := e.shared.Sessions(ctx, owner)
+	r, found, err := e.record(ctx, owner, id)
 	if err != nil {
 		return fmt.Errorf("find session %s: %w", id, err)
 	}
-	for _, r := range recs {
-		if r.ID != id || r.Owner != owner {
-			continue
-		}
+	if found {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		if e.closed {
@@ -478,14 +489,11 @@ func (e *Executor) cleanupShared(ctx context.Context, owner, id string) error {
 	e.mu.Lock()
 	t, dead := e.tombs[id]
 	e.mu.Unlock()
-	recs, err := e.shared.Sessions(ctx, owner)
+	r, found, err := e.record(ctx, owner, id)
 	if err != nil {
 		return fmt.Errorf("cleanup session %s: %w", id, err)
 	}
-	for _, r := range recs {
-		if r.ID != id || r.Owner != owner {
-			continue
-		}
+	if found {
 		if err := e.shared.DeleteSession(ctx, id); err != nil {
 			return fmt.Errorf("cleanup session %s: %w", id, err)
 		}
