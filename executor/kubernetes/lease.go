@@ -93,11 +93,7 @@ func (b *Backend) Hold(ctx context.Context, instance string) (func(context.Conte
 			next, err := renew(rctx, leases, cur, fresh)
 			cancel()
 			if err != nil {
-				log := b.cfg.Log
-				if log == nil {
-					log = slog.Default()
-				}
-				log.Warn("renewing this server's lease failed; retrying", "lease", ns+"/"+name, "error", err)
+				b.log().Warn("renewing this server's lease failed; retrying", "lease", ns+"/"+name, "error", err)
 				continue
 			}
 			cur = next
@@ -162,15 +158,24 @@ func (b *Backend) Alive(ctx context.Context, instance string) (bool, error) {
 
 // leaseFresh: renewed (or acquired) within twice the Lease's duration.
 func leaseFresh(l *coordinationv1.Lease, now time.Time) bool {
-	last := l.Spec.RenewTime
-	if last == nil {
-		last = l.Spec.AcquireTime
-	}
+	last, ok := lastRenewed(l)
 	dur := leaseDuration
 	if d := l.Spec.LeaseDurationSeconds; d != nil && *d > 0 {
 		dur = time.Duration(*d) * time.Second
 	}
-	return last != nil && now.Sub(last.Time) < 2*dur
+	return ok && now.Sub(last) < 2*dur
+}
+
+// lastRenewed is when the Lease was last renewed, else acquired; false
+// when it says neither.
+func lastRenewed(l *coordinationv1.Lease) (time.Time, bool) {
+	if t := l.Spec.RenewTime; t != nil {
+		return t.Time, true
+	}
+	if t := l.Spec.AcquireTime; t != nil {
+		return t.Time, true
+	}
+	return time.Time{}, false
 }
 
 // A dead server's Lease is deleted by a live one once it has not been
@@ -205,12 +210,17 @@ func (b *Backend) dropStaleLeases(ns, self string) {
 
 // leaseAge is how long ago the Lease was last renewed (or acquired).
 func leaseAge(l *coordinationv1.Lease, now time.Time) time.Duration {
-	last := l.Spec.RenewTime
-	if last == nil {
-		last = l.Spec.AcquireTime
-	}
-	if last == nil {
+	last, ok := lastRenewed(l)
+	if !ok {
 		return 0
 	}
-	return now.Sub(last.Time)
+	return now.Sub(last)
+}
+
+// log is Config.Log, or slog's default logger when none is set.
+func (b *Backend) log() *slog.Logger {
+	if b.cfg.Log != nil {
+		return b.cfg.Log
+	}
+	return slog.Default()
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -69,11 +68,7 @@ func toRecord(l *coordinationv1.Lease) backend.SessionRecord {
 	if h := l.Spec.HolderIdentity; h != nil {
 		r.Holder = *h
 	}
-	if t := l.Spec.RenewTime; t != nil {
-		r.Renewed = t.Time
-	} else if t := l.Spec.AcquireTime; t != nil {
-		r.Renewed = t.Time
-	}
+	r.Renewed, _ = lastRenewed(l)
 	for k, v := range a {
 		if m, ok := strings.CutPrefix(k, annMeta); ok {
 			r.Meta[m] = v
@@ -278,13 +273,6 @@ func (l *sessionLock) Record() backend.SessionRecord {
 	return toRecord(l.cur)
 }
 
-func (l *sessionLock) log() *slog.Logger {
-	if l.b.cfg.Log != nil {
-		return l.b.cfg.Log
-	}
-	return slog.Default()
-}
-
 func (l *sessionLock) renewLoop() {
 	defer close(l.done)
 	t := time.NewTicker(backend.SessionHold / 3)
@@ -299,7 +287,7 @@ func (l *sessionLock) renewLoop() {
 		err := l.update(ctx, func(x *coordinationv1.Lease) { hold(x, l.holder) })
 		cancel()
 		if err != nil {
-			l.log().Warn("renewing a session's lock failed", "session", l.id, "error", err)
+			l.b.log().Warn("renewing a session's lock failed", "session", l.id, "error", err)
 			if l.lostErr() != nil {
 				return
 			}
