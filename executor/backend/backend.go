@@ -81,6 +81,14 @@ type Spec struct {
 	ReadOnlyRoot bool
 	// NetworkDisabled gives the sandbox no network.
 	NetworkDisabled bool
+	// JoinNetwork, Docker only, is the id of a running container whose
+	// network namespace the sandbox joins instead of getting one of its
+	// own (which costs Docker a namespace and a prestart hook per
+	// container). That container must have no network, so NetworkDisabled
+	// must hold; sandboxes that join one namespace share its loopback, so
+	// only sandboxes whose code cannot open sockets may join. Other
+	// backends refuse a Spec that sets it with ErrInvalidSpec.
+	JoinNetwork string
 	// Runtime selects an alternative runtime: a Docker runtime name (e.g.
 	// "runsc") or a Kubernetes RuntimeClass name. Empty: the default.
 	Runtime string
@@ -118,6 +126,8 @@ func (s Spec) Validate() error {
 		return bad("Image", `""`, "want an image reference")
 	case len(s.Command) == 0 || s.Command[0] == "":
 		return bad("Command", s.Command, "want a program and its arguments")
+	case s.JoinNetwork != "" && !s.NetworkDisabled:
+		return bad("JoinNetwork", s.JoinNetwork, "want NetworkDisabled too: only a namespace without network may be shared")
 	}
 	if _, _, err := s.UIDGID(); err != nil {
 		return err

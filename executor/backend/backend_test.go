@@ -49,6 +49,8 @@ func TestValidate(t *testing.T) {
 		{"label key with space", func(s *Spec) { s.Labels["a b"] = "x" }, "label key"},
 		{"label key bad prefix", func(s *Spec) { s.Labels["Example.com/x"] = "x" }, "DNS subdomain"},
 		{"annotation key bad", func(s *Spec) { s.Annotations["-x"] = "x" }, "annotation key"},
+		{"joined network", func(s *Spec) { s.NetworkDisabled, s.JoinNetwork = true, "holder" }, ""},
+		{"joined network with network", func(s *Spec) { s.NetworkDisabled, s.JoinNetwork = false, "holder" }, "JoinNetwork"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -41,6 +41,8 @@ const shmBytes = 16 << 20
 //   - MemoryBytes: Memory = MemorySwap (no swap); CPUs: NanoCPUs; Pids:
 //     PidsLimit.
 //   - NetworkDisabled: network mode none (else the default bridge).
+//   - JoinNetwork: network mode container:ID (the hostname is then that
+//     container's, so none is set).
 //   - Runtime: the container runtime (e.g. runsc).
 //   - Volumes: named volume mounts, not copying the image's content in;
 //     Docker creates a volume, with the Volume's labels, on first use.
@@ -112,6 +114,10 @@ func ContainerConfig(spec backend.Spec) (*container.Config, *container.HostConfi
 	}
 	if spec.NetworkDisabled {
 		host.NetworkMode = "none"
+	}
+	if spec.JoinNetwork != "" {
+		host.NetworkMode = container.NetworkMode("container:" + spec.JoinNetwork)
+		cfg.Hostname = "" // Docker refuses a hostname with another container's network
 	}
 	for _, v := range spec.Volumes {
 		host.Mounts = append(host.Mounts, mount.Mount{

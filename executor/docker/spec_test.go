@@ -61,4 +61,12 @@ func TestContainerConfigHardening(t *testing.T) {
 	if diff := cmp.Diff([]mount.Mount{{Type: mount.TypeVolume, Source: "pkgs", Target: "/opt/pkgs", ReadOnly: true, VolumeOptions: &mount.VolumeOptions{NoCopy: true}}}, host.Mounts); diff != "" {
 		t.Errorf("mounts (-want +got):\n%s", diff)
 	}
+
+	// A sandbox that joins a holder's namespace has no hostname of its
+	// own (Docker refuses one with another container's network).
+	spec.JoinNetwork = "abc123"
+	cfg, host = ContainerConfig(spec)
+	if host.NetworkMode != "container:abc123" || cfg.Hostname != "" {
+		t.Errorf("joined network: mode %q hostname %q, want container:abc123 and none", host.NetworkMode, cfg.Hostname)
+	}
 }

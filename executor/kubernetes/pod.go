@@ -84,6 +84,9 @@ func Pod(spec backend.Spec, cfg Config, name string) (*corev1.Pod, error) {
 	if err != nil {
 		return nil, err
 	}
+	if spec.JoinNetwork != "" {
+		return nil, fmt.Errorf("%w: JoinNetwork %q: joining another sandbox's network namespace is Docker-only; every Pod has its own", backend.ErrInvalidSpec, spec.JoinNetwork)
+	}
 	if len(spec.Volumes) > 0 {
 		return nil, fmt.Errorf("%w: Volumes %q: named package volumes are Docker-only; the Kubernetes backend runs sandboxes without installed packages (use the docker backend for install-package)", backend.ErrInvalidSpec, spec.Volumes[0].Name)
 	}

@@ -319,3 +319,14 @@ func TestStartState(t *testing.T) {
 		})
 	}
 }
+
+// TestPodRefusesJoinNetwork: joining a holder's namespace is a Docker
+// mechanism; every Pod has its own.
+func TestPodRefusesJoinNetwork(t *testing.T) {
+	s := testSpec()
+	s.NetworkDisabled, s.JoinNetwork = true, "holder"
+	_, err := Pod(s, Config{}, "x")
+	if !errors.Is(err, backend.ErrInvalidSpec) || !strings.Contains(err.Error(), "Docker-only") {
+		t.Fatalf("Pod(JoinNetwork) error = %v, want ErrInvalidSpec saying it is Docker-only", err)
+	}
+}
