@@ -11,6 +11,8 @@ import (
 
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
+
+	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 )
 
 // Phase is one step of a sandbox's life as MeasureSandbox saw it.
@@ -44,7 +46,17 @@ func (e *Executor) MeasureSandbox(ctx context.Context, modules []string, preload
 	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
 	meta := sandboxMeta{Kind: KindTransient, Instance: e.instance, PID: e.pid, Host: e.host, Created: time.Now()}
-	cfg, host := containerSpec(e.cfg.Docker, lim, meta)
+	spec := sandboxSpec(e.cfg.Docker, lim, meta)
+	netns := ""
+	if e.leasesNetwork(meta) {
+		// As the executor's sandboxes do; a holder started here is made
+		// before the measuring starts, as it serves many sandboxes.
+		if netns, err = e.leaseNetwork(ctx); err != nil {
+			return nil, err
+		}
+		spec.JoinNetwork = netns
+	}
+	cfg, host := docker.ContainerConfig(spec)
 	id := ""
 	last, t := cpu(""), time.Now()
 	mark := func(name string) {
@@ -54,9 +66,10 @@ func (e *Executor) MeasureSandbox(ctx context.Context, modules []string, preload
 	}
 	created, err := e.docker.ContainerCreate(context.WithoutCancel(ctx), client.ContainerCreateOptions{Config: cfg, HostConfig: host})
 	if err != nil {
+		e.dropNetwork(netns)
 		return nil, e.dockerErr("create sandbox", err)
 	}
-	sb := &sandbox{id: created.ID, meta: meta, quit: make(chan struct{})}
+	sb := &sandbox{id: created.ID, netns: netns, meta: meta, quit: make(chan struct{})}
 	if !e.track(sb) {
 		e.removeContainer(sb.id)
 		return nil, ErrClosed

@@ -191,6 +191,7 @@ type Executor struct {
 	done      chan struct{}
 	pool      *pool          // transient sandboxes
 	spool     *pool          // sandboxes for new sessions
+	netns     netHolders     // network namespaces that sandboxes lease
 	bg        sync.WaitGroup // pool upkeep, creations, background removals
 	calls     atomic.Int64   // runs in progress
 	counts    startCounters  // for Stats
@@ -455,6 +456,7 @@ func (e *Executor) Close(ctx context.Context) error {
 		return fmt.Errorf("close executor: %w", ctx.Err())
 	}
 	e.retryRemovals()
+	e.closeNetworks()
 	vctx, vcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	e.reapVolumes(vctx, func(l map[string]string) bool { return l[LabelInstance] != e.instance })
 	vcancel()

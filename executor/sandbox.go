@@ -46,7 +46,10 @@ const startupTimeout = 60 * time.Second
 // are not safe for concurrent use: transient sandboxes have one caller and
 // persistent ones are serialized by their session.
 type sandbox struct {
-	id     string
+	id string
+	// netns is the holder whose network namespace the sandbox leased
+	// ("" = its own).
+	netns  string
 	meta   sandboxMeta
 	lim    Limits
 	box    *backend.Sandbox // the attach streams; nil before they exist
@@ -144,11 +147,12 @@ func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *
 			spec.Env = append(spec.Env, fmt.Sprintf("PDM_IDLE_EXIT=%d", int64(d/time.Second)))
 		}
 	}
-	box, err := e.be.Create(ctx, spec)
+	box, netns, err := e.createSandbox(ctx, meta, spec)
 	if err != nil {
 		return nil, e.createErr(err)
 	}
 	sb := e.wrap(box, meta, lim, shared, true)
+	sb.netns = netns
 	if !e.track(sb) {
 		box.Close()
 		e.removeContainer(sb.id)
@@ -178,6 +182,33 @@ func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *
 		return fail("start sandbox", fmt.Errorf("waiting for the runner: %w", ctx.Err()))
 	}
 	return sb, nil
+}
+
+// createSandbox creates spec through the backend, in a leased network
+// namespace when meta leases one (the holder's id is returned with it); a
+// holder that a sandbox could not join is removed, with every idle one that
+// no longer runs, and another tried once.
+func (e *Executor) createSandbox(ctx context.Context, meta sandboxMeta, spec backend.Spec) (*backend.Sandbox, string, error) {
+	if !e.leasesNetwork(meta) {
+		box, err := e.be.Create(ctx, spec)
+		return box, "", err
+	}
+	for try := 0; ; try++ {
+		id, err := e.leaseNetwork(ctx)
+		if err != nil {
+			return nil, "", err
+		}
+		spec.JoinNetwork = id
+		box, err := e.be.Create(ctx, spec)
+		if err == nil {
+			return box, id, nil
+		}
+		e.dropNetwork(id)
+		if try > 0 || ctx.Err() != nil {
+			return nil, "", err
+		}
+		e.pruneNetworks(ctx) // holders removed or killed from outside
+	}
 }
 
 // wrap makes a sandbox of an attach stream and starts reading its frames
@@ -246,7 +277,8 @@ func (e *Executor) destroy(sb *sandbox) {
 		if sb.box != nil {
 			sb.box.Close()
 		}
-		e.removeContainer(sb.id)
+		removed := e.removeContainer(sb.id)
+		e.returnNetwork(sb.netns, removed)
 		e.untrack(sb)
 		// A persistent sandbox's package volume goes with its session
 		// (Cleanup, expiry, Close, or a pooled sandbox never taken); a

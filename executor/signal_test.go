@@ -81,7 +81,17 @@ func startServer(t *testing.T, pool bool) *exec.Cmd {
 	return cmd
 }
 
+// containersOf counts the containers of the server with pid, its
+// network-namespace holders too (sandboxesOf leaves them out).
 func containersOf(t *testing.T, cli *client.Client, pid int, running bool) int {
+	return countOf(t, cli, pid, running, true)
+}
+
+func sandboxesOf(t *testing.T, cli *client.Client, pid int) int {
+	return countOf(t, cli, pid, false, false)
+}
+
+func countOf(t *testing.T, cli *client.Client, pid int, running, holders bool) int {
 	t.Helper()
 	f := make(client.Filters).Add("label", LabelPID+"="+strconv.Itoa(pid))
 	if running {
@@ -91,7 +101,13 @@ func containersOf(t *testing.T, cli *client.Client, pid int, running bool) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(list.Items)
+	n := 0
+	for _, c := range list.Items {
+		if holders || c.Labels[LabelKind] != KindNetwork {
+			n++
+		}
+	}
+	return n
 }
 
 func TestShutdown(t *testing.T) {
@@ -99,7 +115,7 @@ func TestShutdown(t *testing.T) {
 	for _, sig := range []os.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			cmd := startServer(t, true)
-			if n := containersOf(t, cli, cmd.Process.Pid, false); n != 4 {
+			if n := sandboxesOf(t, cli, cmd.Process.Pid); n != 4 {
 				t.Fatalf("%d containers of the server (a session, a pool of 2 and one for sessions), want 4", n)
 			}
 			cmd.Process.Signal(sig)
@@ -116,7 +132,8 @@ func TestShutdown(t *testing.T) {
 		pid := cmd.Process.Pid
 		cmd.Process.Kill()
 		cmd.Wait()
-		// Without the server's attach the runners exit (StdinOnce) ...
+		// Without the server's attach the runners and the network
+		// namespaces' holders exit (StdinOnce) ...
 		deadline := time.Now().Add(20 * time.Second)
 		for containersOf(t, cli, pid, true) > 0 && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Millisecond)

@@ -1,0 +1,165 @@
+package executor
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+)
+
+// netCode prints the run's network namespace, then what it was asked to
+// check on 127.0.0.1:port ("listen" for a while, "connect", "bind"), with
+// the host clock's times around it.
+func netCode(port int, what string) string {
+	return `import os, socket, time
+print("ns", os.readlink("/proc/self/ns/net"))
+s = socket.socket()
+if "` + what + `" == "listen":
+    s.bind(("127.0.0.1", ` + strconv.Itoa(port) + `)); s.listen()
+    print("from", time.time()); time.sleep(3); print("to", time.time())
+elif "` + what + `" == "connect":
+    print("at", time.time())
+    try:
+        s.connect(("127.0.0.1", ` + strconv.Itoa(port) + `)); print("connected")
+    except ConnectionRefusedError:
+        print("refused")
+else:
+    s.bind(("127.0.0.1", ` + strconv.Itoa(port) + `)); s.listen(); print("bound")
+`
+}
+
+// netField is the value after key in a netCode output.
+func netField(t *testing.T, out, key string) string {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(line, " "); ok && k == key {
+			return v
+		}
+	}
+	t.Fatalf("no %q in output %q", key, out)
+	return ""
+}
+
+func netTime(t *testing.T, out, key string) float64 {
+	t.Helper()
+	f, err := strconv.ParseFloat(netField(t, out, key), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// A sandbox leases the namespace of a holder container; one sandbox at a
+// time uses it, and the next one finds nothing of the previous one there.
+func TestNetworkLease(t *testing.T) {
+	e, cli := newExec(t, nil)
+	holders := func() int { return ourContainers(t, cli, LabelKind+"="+KindNetwork) }
+
+	// A listener that a run left in its namespace is gone for the next run
+	// of the same namespace, which can bind the same port. (A run's
+	// container is removed after the call returns; the namespace is
+	// leased again once it is.)
+	gone := func() {
+		if n := settled(t, cli, LabelKind+"="+KindTransient); n != 0 {
+			t.Fatalf("%d transient containers 10 s after the call", n)
+		}
+		for deadline := time.Now().Add(10 * time.Second); e.idleNetworks() != holders(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d holders idle 10 s after their sandboxes went", e.idleNetworks(), holders())
+			}
+		}
+	}
+	a := transient(t, e, netReq(t, 45679, "bind"))
+	wantStatus(t, a, "ok")
+	gone()
+	b := transient(t, e, netReq(t, 45679, "connect"))
+	wantStatus(t, b, "ok")
+	if netField(t, a.Stdout, "ns") != netField(t, b.Stdout, "ns") {
+		t.Errorf("back-to-back runs in namespaces %s and %s: the holder was not reused", netField(t, a.Stdout, "ns"), netField(t, b.Stdout, "ns"))
+	}
+	if !strings.Contains(b.Stdout, "refused") {
+		t.Errorf("the previous run's listener answered in the next run: %q", b.Stdout)
+	}
+	gone()
+	c := transient(t, e, netReq(t, 45679, "bind"))
+	wantStatus(t, c, "ok")
+	gone()
+	if n := holders(); n != 1 {
+		t.Errorf("%d holders after three calls one after another, want 1", n)
+	}
+
+	// Two runs at once have two namespaces: the second cannot reach the
+	// first one's listener while it listens.
+	var wg sync.WaitGroup
+	var listener *Result
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		res, err := e.Transient(tctx(t, 2*time.Minute), netReq(t, 45680, "listen"))
+		if err != nil {
+			t.Errorf("listener: %v", err)
+			return
+		}
+		listener = res
+	}()
+	var other *Result
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		if n := ourContainers(t, cli, LabelKind+"="+KindTransient); n > 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	other = transient(t, e, netReq(t, 45680, "connect"))
+	wg.Wait()
+	if listener == nil {
+		t.FailNow()
+	}
+	wantStatus(t, listener, "ok")
+	wantStatus(t, other, "ok")
+	at, from, to := netTime(t, other.Stdout, "at"), netTime(t, listener.Stdout, "from"), netTime(t, listener.Stdout, "to")
+	if at < from || at > to {
+		t.Fatalf("the connect (%.3f) did not happen while the other run listened (%.3f to %.3f): timing too loose to judge", at, from, to)
+	}
+	if netField(t, other.Stdout, "ns") == netField(t, listener.Stdout, "ns") {
+		t.Errorf("two runs at once share namespace %s", netField(t, other.Stdout, "ns"))
+	}
+	if !strings.Contains(other.Stdout, "refused") {
+		t.Errorf("a run reached another run's listener: %q", other.Stdout)
+	}
+	gone()
+	if n := holders(); n != 2 {
+		t.Errorf("%d holders after two runs at once, want 2", n)
+	}
+
+	// A holder killed from outside is replaced: the next run still runs,
+	// and the dead holder is not left behind.
+	list, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: ownLabel().Add("label", LabelKind+"="+KindNetwork)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range list.Items {
+		if _, err := cli.ContainerKill(context.Background(), h.ID, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := transient(t, e, netReq(t, 45681, "bind"))
+	wantStatus(t, d, "ok")
+	running, err := cli.ContainerList(context.Background(), client.ContainerListOptions{Filters: ownLabel().Add("label", LabelKind+"="+KindNetwork)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := holders(); n != len(running.Items) {
+		t.Errorf("%d holders, %d of them running: dead holders left behind", n, len(running.Items))
+	}
+}
+
+func netReq(t *testing.T, port int, what string) Request {
+	code := netCode(port, what)
+	return Request{Code: code, Imports: gated(t, code)}
+}
