@@ -238,3 +238,17 @@ func TestWriteTable(t *testing.T) {
 		t.Errorf("writeTable (-want +got):\n%s", diff)
 	}
 }
+
+// machineBusy grows while this process keeps a CPU busy.
+func TestMachineBusy(t *testing.T) {
+	b0, ok := machineBusy()
+	if !ok {
+		t.Fatal("machineBusy: /proc/stat not readable")
+	}
+	for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); {
+	}
+	b1, _ := machineBusy()
+	if b1-b0 < 100*time.Millisecond {
+		t.Errorf("machine busy grew %v over 300 ms of a busy loop, want at least 100 ms", b1-b0)
+	}
+}
