@@ -188,26 +188,30 @@ func TestFakeSessionSerializes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var waited []string
-	for i := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req := Request{Owner: "o", Code: "sleep 200\nset n " + strconv.Itoa(i), Progress: func(m string) {
-				mu.Lock()
-				waited = append(waited, m)
-				mu.Unlock()
-			}}
-			if _, _, err := e.Persistent(ctx, sid, req); err != nil {
-				t.Error(err)
+	// The second call is made once the first is running (it then runs
+	// for a second): it has to wait for it.
+	running := make(chan struct{})
+	var once sync.Once
+	first := make(chan error, 1)
+	go func() {
+		_, _, err := e.Persistent(ctx, sid, Request{Owner: "o", Code: "sleep 1000\nset n 1", Progress: func(m string) {
+			if m == "running" {
+				once.Do(func() { close(running) })
 			}
-		}()
+		}})
+		first <- err
+	}()
+	<-running
+	var waited []string
+	_, _, err = e.Persistent(ctx, sid, Request{Owner: "o", Code: "set n 2", Progress: func(m string) { waited = append(waited, m) }})
+	if err != nil {
+		t.Fatal(err)
 	}
-	wg.Wait()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(strings.Join(waited, "|"), "waiting for the session") {
-		t.Errorf("progress %q: want one call to wait for the session's running call", waited)
+		t.Errorf("progress %q: want the second call to wait for the session's running call", waited)
 	}
 }
 
