@@ -194,6 +194,7 @@ type Executor struct {
 	netns     netHolders     // network namespaces that sandboxes lease
 	bg        sync.WaitGroup // pool upkeep, creations, background removals
 	calls     atomic.Int64   // runs in progress
+	armed     atomic.Int64   // runs whose worker had installed their guard ahead (a pooled spare)
 	counts    startCounters  // for Stats
 }
 
@@ -629,12 +630,20 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 	if imports == nil {
 		imports = []analyze.Import{}
 	}
+	g := &guard{Capabilities: req.Capabilities, Modules: e.modules(req.Modules)}
+	p := e.spool
+	if transient {
+		p = e.pool
+	}
+	if p != nil {
+		p.guard.Store(g) // the next pooled sandboxes' workers install it early
+	}
 	frame := map[string]any{
 		"op":           "run",
 		"code":         req.Code,
 		"transient":    transient,
 		"imports":      imports,
-		"modules":      e.modules(req.Modules),
+		"modules":      g.Modules,
 		"capabilities": req.Capabilities,
 		"limits": map[string]any{
 			"timeout_ms":       lim.Timeout.Milliseconds(),
@@ -667,6 +676,9 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 			Error:      &RunError{Type: typ, Message: fail.reason},
 			DurationMS: float64(time.Since(t0).Microseconds()) / 1000,
 		}, nil
+	}
+	if resp.Armed {
+		e.armed.Add(1)
 	}
 	e.capResult(resp, transient)
 	res := &Result{

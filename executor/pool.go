@@ -49,8 +49,9 @@ type pool struct {
 	learn   bool          // classes and size follow demand (transient)
 	slots   chan struct{} // creation concurrency: the CPU budget
 
-	hits   atomic.Int64 // calls served from the pool
-	misses atomic.Int64 // calls that found nothing warm (or other limits) and started cold
+	hits   atomic.Int64          // calls served from the pool
+	misses atomic.Int64          // calls that found nothing warm (or other limits) and started cold
+	guard  atomic.Pointer[guard] // the capabilities and module rules of the pool's latest call
 
 	mu         sync.Mutex
 	idle       []pooled
@@ -400,10 +401,29 @@ func (p *pool) fill(stop <-chan struct{}) {
 	}
 }
 
+// guard is what a worker enforces from its first run on: the capabilities
+// (its seccomp filter) and the module rules (its audit hook).
+type guard struct {
+	Capabilities *Capabilities `json:"capabilities"`
+	Modules      ModuleRules   `json:"modules"`
+}
+
+// preloadFrame is the runner's preload op: import modules, then fork the
+// spare worker and, when the pool has seen a call, have it install that
+// call's guard ahead of the next one (a call whose guard differs gets a
+// fresh worker, as before).
+func (p *pool) preloadFrame(modules []string) map[string]any {
+	f := map[string]any{"op": "preload", "modules": orEmpty(modules)}
+	if g := p.guard.Load(); g != nil {
+		f["arm"] = g
+	}
+	return f
+}
+
 // warm does the runner's warm-up run (a preload of nothing) in a sandbox
 // nobody else holds; false (and the sandbox destroyed) if it failed.
 func (p *pool) warm(ctx context.Context, sb *sandbox) bool {
-	_, fail, err := p.e.roundTrip(ctx, sb, map[string]any{"op": "preload", "modules": []string{}}, startupTimeout, false, preloadReplyLimit)
+	_, fail, err := p.e.roundTrip(ctx, sb, p.preloadFrame(nil), startupTimeout, false, preloadReplyLimit)
 	if err != nil || fail != nil {
 		p.e.destroy(sb)
 		return false
@@ -438,7 +458,7 @@ func (p *pool) create(modules []string) (*sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, fail, err := p.e.roundTrip(ctx, sb, map[string]any{"op": "preload", "modules": orEmpty(modules)}, startupTimeout, false, preloadReplyLimit)
+	resp, fail, err := p.e.roundTrip(ctx, sb, p.preloadFrame(modules), startupTimeout, false, preloadReplyLimit)
 	switch {
 	case err != nil:
 		p.e.destroy(sb)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -262,5 +263,62 @@ func TestPoolMissCancelled(t *testing.T) {
 	}
 	if n := ourContainers(t, cli, LabelInstance+"="+e.instance); n != 0 {
 		t.Errorf("%d containers after Close, want 0", n)
+	}
+}
+
+// TestPoolArmsWorkers: a pooled sandbox's spare worker installs the guard
+// (capabilities and module rules) of the pool's latest call before the
+// next call comes; a call with another guard gets a fresh worker with its
+// own, silently, and never runs under the armed one.
+func TestPoolArmsWorkers(t *testing.T) {
+	e, _ := poolExec(t, 1)
+	deny := Request{Code: "import os\nos.system('true')", Capabilities: denyAll, Modules: ModuleRules{Blocked: []string{"subprocess"}}}
+	deny.Imports = gated(t, deny.Code)
+	allow := Request{Code: "import subprocess\nprint(subprocess.run(['true']).returncode)", Capabilities: &Capabilities{Processes: true}}
+	allow.Imports = gated(t, allow.Code)
+	denied := func(res *Result) {
+		t.Helper()
+		wantStatus(t, res, "error")
+		if !strings.Contains(res.Error.Message, "policy.capabilities.processes") {
+			t.Errorf("processes denied: %s, want the policy's refusal", res.Error.Message)
+		}
+	}
+	allowed := func(res *Result) {
+		t.Helper()
+		wantStatus(t, res, "ok")
+		if res.Stdout != "0\n" || res.Stderr != "" || res.StateLost {
+			t.Errorf("processes allowed: stdout %q, stderr %q, state lost %v; want 0 and nothing else", res.Stdout, res.Stderr, res.StateLost)
+		}
+	}
+	steps := []struct {
+		name  string
+		req   Request
+		check func(*Result)
+		armed bool // the pool's sandbox was armed with this call's guard
+	}{
+		{"first call (pool made before any call)", deny, denied, false},
+		{"same guard", deny, denied, true},
+		{"processes allowed after an armed deny", allow, allowed, false},
+		{"same guard again", allow, allowed, true},
+		{"processes denied after an armed allow", deny, denied, false},
+	}
+	for _, s := range steps {
+		waitPoolFull(t, e)
+		hits, armed := e.pool.hits.Load(), e.armed.Load()
+		res := transient(t, e, s.req)
+		s.check(res)
+		if e.pool.hits.Load() != hits+1 {
+			t.Fatalf("%s: not served from the pool", s.name)
+		}
+		if got := e.armed.Load() - armed; got != map[bool]int64{false: 0, true: 1}[s.armed] {
+			t.Errorf("%s: armed runs +%d, want armed %v", s.name, got, s.armed)
+		}
+	}
+	// A run denied a blocked module under an armed worker too.
+	waitPoolFull(t, e)
+	code := "import subprocess"
+	res := transient(t, e, Request{Code: code, Imports: gated(t, code), Capabilities: denyAll, Modules: ModuleRules{Blocked: []string{"subprocess"}}})
+	if res.Status == "ok" {
+		t.Errorf("import of a blocked module ran under an armed worker: %+v", res)
 	}
 }

@@ -107,6 +107,7 @@ type Reply struct {
 	Files           []string        `json:"files"`
 	DurationMS      float64         `json:"duration_ms"`
 	StateLost       bool            `json:"state_lost"`
+	Armed           bool            `json:"armed"` // run: the worker had installed the call's guard ahead of it
 	Failed          []string        `json:"failed"`
 	Syntax          *SyntaxError    `json:"syntax"`
 	Data            []byte          `json:"data"`

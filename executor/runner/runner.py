@@ -1079,6 +1079,7 @@ class _Worker:
         except (OSError, AttributeError):
             self.pidfd = -1  # the poll loop then looks every 100 ms
         self.key = None  # capabilities and module rules, fixed at the first run
+        self.armed = False  # installed them before its first run (a pooled spare)
         self.hung_up = set()  # output pipes whose every writer is gone
         self.runs = 0
         self.dead = False
@@ -1160,12 +1161,19 @@ def _worker_main(ctrl_r, res_w, out_w, err_w):
                 reader.feed()
                 if reader.eof:
                     os._exit(0)
+        arm = req.get("op") == "arm"
+        if arm and guarded:
+            continue
         if not guarded:
             caps = req.get("capabilities")
             mods = req.get("modules") or {}
             try:
                 _install_seccomp(caps if isinstance(caps, dict) else None)
             except Exception as e:
+                if arm:
+                    # Installed ahead of a call: the call's own attempt
+                    # (same guard) reports the failure.
+                    continue
                 resp = {"status": "error", "error": {"type": "SandboxError", "line": 0, "traceback": "",
                                                      "message": "could not install the sandbox's capability filter: %s" % e}}
                 _write_all(res_w, _encode(resp))
@@ -1177,6 +1185,8 @@ def _worker_main(ctrl_r, res_w, out_w, err_w):
                            mods.get("blocked") or (), threading_ident(), globals())
             denied = _denied_classes(caps if isinstance(caps, dict) else None)
             guarded = True
+            if arm:
+                continue
         resp = _worker_run(req, denied)
         resp["nonce"] = req.get("nonce")
         _write_all(res_w, _encode(resp))
@@ -1670,9 +1680,13 @@ class _Runner:
             if (self.worker is None or self.worker.dead) and not (op == "run" and req.get("transient")):
                 self.spare()
 
+    arm = None  # the guard a spare worker installs ahead of its call (from preload)
+
     def spare(self):
         """Forks a worker before it is needed, off the call's path; if that
-        fails, the next call forks one (and reports why it cannot)."""
+        fails, the next call forks one (and reports why it cannot). With a
+        guard from the server (the pool's latest call), the worker installs
+        it now, so a call with the same guard does not wait for it."""
         if self.worker is not None:
             self.worker.kill()
             self.worker = None
@@ -1680,6 +1694,23 @@ class _Runner:
             self.worker = _new_worker()
         except OSError as e:
             _diag("spare worker: %s" % e)
+            return
+        if self.arm is None:
+            return
+        w = self.worker
+        frame = dict(self.arm)
+        frame["op"] = "arm"
+        try:
+            os.set_blocking(w.ctrl, True)
+            _write_all(w.ctrl, _encode(frame))
+            os.set_blocking(w.ctrl, False)
+        except OSError as e:
+            _diag("arming the spare worker: %s" % e)
+            w.kill()
+            self.worker = None
+            return
+        w.key = _worker_key(frame)
+        w.armed = True
 
     def idle_wait(self):
         p = select.poll()
@@ -1724,6 +1755,8 @@ class _Runner:
         if self.worker is not None:
             self.worker.kill()
             self.worker = None
+        arm = req.get("arm")
+        self.arm = arm if isinstance(arm, dict) else None
         for name in req.get("modules") or ():
             try:
                 importlib.import_module(name)
@@ -1756,8 +1789,10 @@ class _Runner:
         note = ""
         _reap(self.worker)
         w = self.worker
+        armed = w is not None and w.armed and not w.dead and w.runs == 0 and w.key == key
         if w is not None and (w.dead or (w.key is not None and w.key != key)):
-            if w.key is not None and w.key != key and not w.dead:
+            # (A spare armed with another guard has run nothing: no note.)
+            if w.key is not None and w.key != key and not w.dead and w.runs > 0:
                 note = "[the session's interpreter was restarted: this call's capabilities or module rules differ from the ones it ran with]\n"
                 lost = True
             if w.dead:
@@ -1901,6 +1936,8 @@ class _Runner:
         if lost and not transient:
             resp["state_lost"] = True
         resp["duration_ms"] = (time.perf_counter() - t0) * 1000
+        if armed:
+            resp["armed"] = True  # the worker had installed the call's guard before it came
         linecache.cache.pop(cell_name, None)
         return resp
 
