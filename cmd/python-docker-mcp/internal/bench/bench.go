@@ -972,7 +972,9 @@ func (b *bencher) memoryScenario(ctx context.Context, rep *benchReport) error {
 		case "transient":
 			mk.Comments = "the idle transient pool (runner waiting, its classes' modules imported)"
 		case "persistent":
-			mk.Comments = "the bench's idle session (after print(1))"
+			mk.Comments = "the bench's idle session (after print(1)) and the pool's sandboxes for new sessions"
+		case "network":
+			mk.Comments = "network namespace holders (a shell reading its stdin), leased by a sandbox or idle"
 		}
 		rep.Memory = append(rep.Memory, mk)
 	}
