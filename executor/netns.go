@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -37,6 +38,8 @@ type netHolders struct {
 	mu   sync.Mutex
 	idle []string
 	all  map[string]io.Closer // holder id -> its stdin's attach stream
+	// topping says a holder is being started for the idle floor.
+	topping atomic.Bool
 }
 
 // maxIdleHolders bounds the idle holders kept (each is a shell waiting on
@@ -63,6 +66,12 @@ func (e *Executor) leaseNetwork(ctx context.Context) (string, error) {
 		return id, nil
 	}
 	h.mu.Unlock()
+	return e.newHolder(ctx)
+}
+
+// newHolder starts a holder, leased to the caller.
+func (e *Executor) newHolder(ctx context.Context) (string, error) {
+	h := &e.netns
 	meta := sandboxMeta{Kind: KindNetwork, Instance: e.instance, PID: e.pid, Host: e.host, Created: time.Now()}
 	e.self.stamp(&meta)
 	spec := sandboxSpec(e.cfg.Docker, Limits{Memory: 16 << 20, CPUs: 0.1, Pids: 4}, meta)
@@ -94,6 +103,39 @@ func (e *Executor) leaseNetwork(ctx context.Context) (string, error) {
 		return "", e.startErr("start a sandbox's network namespace", ctx, err)
 	}
 	return id, nil
+}
+
+// holderFloor is how many idle holders the executor keeps ready while it
+// has nothing else to start: enough for the creations the pools run at
+// once plus calls that start cold, so a burst does not start holders on
+// its calls' path.
+func (e *Executor) holderFloor() int {
+	return min(2*e.cfg.Pool.MaxConcurrentCreations+2, e.maxIdleHolders())
+}
+
+// topUpNetworks starts one holder in the background when fewer than
+// holderFloor are idle (none while one is starting). The transient pool
+// calls it when it has nothing to create.
+func (e *Executor) topUpNetworks() {
+	if !e.leasesNetwork(sandboxMeta{Kind: KindTransient}) || e.idleNetworks() >= e.holderFloor() || !e.netns.topping.CompareAndSwap(false, true) {
+		return
+	}
+	if !e.bgAdd() {
+		e.netns.topping.Store(false)
+		return
+	}
+	go func() {
+		defer e.bg.Done()
+		defer e.netns.topping.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
+		defer cancel()
+		id, err := e.newHolder(ctx)
+		if err != nil {
+			return // the next lease starts one and reports what fails
+		}
+		e.returnNetwork(id, true)
+		e.pool.signal() // the next one, if still below the floor
+	}()
 }
 
 // startErr is a Docker error of op, or ctx's end when that came first.

@@ -163,3 +163,50 @@ func netReq(t *testing.T, port int, what string) Request {
 	code := netCode(port, what)
 	return Request{Code: code, Imports: gated(t, code)}
 }
+
+// TestNetworkHoldersReady: with the pool on, the executor starts holders
+// while it has nothing else to start, up to holderFloor and no more, so a
+// burst's cold starts lease one instead of starting it; Close removes them.
+func TestNetworkHoldersReady(t *testing.T) {
+	e, cli := poolExec(t, 1)
+	floor := e.holderFloor()
+	if floor < 2 {
+		t.Fatalf("holder floor %d", floor)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for e.idleNetworks() < floor {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d idle holders a minute after the pool filled, want %d", e.idleNetworks(), floor)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second)
+	if n := e.idleNetworks(); n != floor {
+		t.Errorf("%d idle holders with nothing running, want the floor %d", n, floor)
+	}
+	// Cold starts (tighter limits than the pool's) lease ready holders.
+	before := ourContainers(t, cli, LabelKind+"="+KindNetwork)
+	t.Logf("idle %d, all %d, sandboxes %d", e.idleNetworks(), len(e.netns.all), ourContainers(t, cli, ""))
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := e.Transient(tctx(t, time.Minute), Request{Code: "print(1)", Limits: Limits{Memory: 200 << 20}})
+			if err != nil || res.Status != "ok" {
+				t.Errorf("cold call: %v %+v", err, res)
+			}
+		}()
+	}
+	wg.Wait()
+	if e.pool.misses.Load() < 2 {
+		t.Errorf("%d pool misses, want the 2 calls started cold", e.pool.misses.Load())
+	}
+	t.Logf("holders: %d before the cold calls, %d after", before, ourContainers(t, cli, LabelKind+"="+KindNetwork))
+	if err := e.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := ourContainers(t, cli, LabelKind+"="+KindNetwork); n != 0 {
+		t.Errorf("%d holders after Close", n)
+	}
+}

@@ -301,6 +301,14 @@ func (p *pool) run(stop <-chan struct{}) {
 	for {
 		p.prune()
 		p.fill(stop)
+		if p.kind == KindTransient && len(p.slots) == 0 {
+			p.mu.Lock()
+			_, want := p.next()
+			p.mu.Unlock()
+			if !want {
+				p.e.topUpNetworks() // quiet: holders for the next burst
+			}
+		}
 		select {
 		case <-stop:
 			return
