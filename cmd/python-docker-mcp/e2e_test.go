@@ -22,6 +22,7 @@ import (
 	"golang.org/x/tools/txtar"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/image"
 )
@@ -145,24 +146,39 @@ func structured(t *testing.T, r *sdk.CallToolResult) map[string]any {
 	return m
 }
 
-// sandboxes counts the containers of the server process pid (other tests'
-// and other servers' sandboxes may exist at the same time).
-func sandboxes(t *testing.T, cli *client.Client, pid int) int {
+// containers counts the containers of the server process pid (other
+// tests' and other servers' may exist at the same time); holders of
+// network namespaces only when withHolders.
+func containers(t *testing.T, cli *client.Client, pid int, withHolders bool) int {
 	t.Helper()
-	f := make(client.Filters).Add("label", "python-docker-mcp.kind").Add("label", fmt.Sprintf("python-docker-mcp.pid=%d", pid))
+	f := make(client.Filters).Add("label", executor.LabelKind).Add("label", fmt.Sprintf("%s=%d", executor.LabelPID, pid))
 	l, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(l.Items)
+	n := 0
+	for _, c := range l.Items {
+		if withHolders || c.Labels[executor.LabelKind] != executor.KindNetwork {
+			n++
+		}
+	}
+	return n
 }
 
+// sandboxes counts the sandboxes of the server process pid: a holder of a
+// network namespace outlives the sandbox that leased it, idle for the next.
+func sandboxes(t *testing.T, cli *client.Client, pid int) int {
+	return containers(t, cli, pid, false)
+}
+
+// waitNoSandboxes waits until no container of the server process pid is
+// left, holders included (they go with the server).
 func waitNoSandboxes(t *testing.T, cli *client.Client, pid int, what string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for sandboxes(t, cli, pid) != 0 {
+	for containers(t, cli, pid, true) != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d sandbox container(s) left behind", what, sandboxes(t, cli, pid))
+			t.Fatalf("%s: %d container(s) left behind", what, containers(t, cli, pid, true))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
