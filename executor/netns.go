@@ -33,6 +33,10 @@ const KindNetwork = "network"
 // A holder whose sandbox's removal failed, or whose join failed, is
 // removed, never reused.
 
+// holderCommand is a holder's process: it waits until its stdin ends (a
+// variable so that a test can make holders fail to start).
+var holderCommand = []string{"sh", "-c", "read _"}
+
 // netHolders are the executor's holders.
 type netHolders struct {
 	mu   sync.Mutex
@@ -75,7 +79,7 @@ func (e *Executor) newHolder(ctx context.Context) (string, error) {
 	meta := sandboxMeta{Kind: KindNetwork, Instance: e.instance, PID: e.pid, Host: e.host, Created: time.Now()}
 	e.self.stamp(&meta)
 	spec := sandboxSpec(e.cfg.Docker, Limits{Memory: 16 << 20, CPUs: 0.1, Pids: 4}, meta)
-	spec.Command = []string{"sh", "-c", "read _"} // until stdin ends
+	spec.Command = holderCommand
 	spec.Env = []string{"PATH=/usr/bin:/bin"}
 	cfg, host := docker.ContainerConfig(spec)
 	cfg.AttachStdout, cfg.AttachStderr = false, false

@@ -210,3 +210,26 @@ func TestNetworkHoldersReady(t *testing.T) {
 		t.Errorf("%d holders after Close", n)
 	}
 }
+
+// TestNetworkLeaseFallback: when no holder can be started, a sandbox gets a
+// network namespace of its own (as without leasing) and the call runs.
+func TestNetworkLeaseFallback(t *testing.T) {
+	e, cli := newExec(t, nil)
+	saved := holderCommand
+	holderCommand = []string{"/nonexistent/holder"}
+	t.Cleanup(func() { holderCommand = saved })
+	res := transient(t, e, netReq(t, 45682, "bind"))
+	wantStatus(t, res, "ok")
+	if !strings.Contains(res.Stdout, "bound") {
+		t.Errorf("run without a holder: %q", res.Stdout)
+	}
+	if n := ourContainers(t, cli, LabelKind+"="+KindNetwork); n != 0 {
+		t.Errorf("%d holders left after failed starts, want 0", n)
+	}
+	holderCommand = saved
+	res = transient(t, e, netReq(t, 45682, "bind"))
+	wantStatus(t, res, "ok")
+	if n := ourContainers(t, cli, LabelKind+"="+KindNetwork); n != 1 {
+		t.Errorf("%d holders once they start again, want 1", n)
+	}
+}

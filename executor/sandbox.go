@@ -187,16 +187,18 @@ func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *
 // createSandbox creates spec through the backend, in a leased network
 // namespace when meta leases one (the holder's id is returned with it); a
 // holder that a sandbox could not join is removed, with every idle one that
-// no longer runs, and another tried once.
+// no longer runs, and another tried once. Leasing only saves work: when no
+// holder can be had or joined, the sandbox gets a namespace of its own, as
+// without leasing, rather than the call failing.
 func (e *Executor) createSandbox(ctx context.Context, meta sandboxMeta, spec backend.Spec) (*backend.Sandbox, string, error) {
-	if !e.leasesNetwork(meta) {
-		box, err := e.be.Create(ctx, spec)
-		return box, "", err
-	}
-	for try := 0; ; try++ {
+	for try := 0; e.leasesNetwork(meta) && try < 2; try++ {
 		id, err := e.leaseNetwork(ctx)
 		if err != nil {
-			return nil, "", err
+			if ctx.Err() != nil {
+				return nil, "", err
+			}
+			e.log.Warn("no network namespace to lease; the sandbox gets its own", "err", err)
+			break
 		}
 		spec.JoinNetwork = id
 		box, err := e.be.Create(ctx, spec)
@@ -204,11 +206,14 @@ func (e *Executor) createSandbox(ctx context.Context, meta sandboxMeta, spec bac
 			return box, id, nil
 		}
 		e.dropNetwork(id)
-		if try > 0 || ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return nil, "", err
 		}
 		e.pruneNetworks(ctx) // holders removed or killed from outside
 	}
+	spec.JoinNetwork = ""
+	box, err := e.be.Create(ctx, spec)
+	return box, "", err
 }
 
 // wrap makes a sandbox of an attach stream and starts reading its frames
