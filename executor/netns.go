@@ -201,14 +201,20 @@ func (e *Executor) pruneNetworks(ctx context.Context) {
 	idle := slices.Clone(e.netns.idle)
 	e.netns.mu.Unlock()
 	for _, id := range idle {
-		res, err := e.docker.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
-		if err != nil && ctx.Err() != nil {
-			return
-		}
-		if err != nil || res.Container.State == nil || !res.Container.State.Running {
+		if !e.holderRunning(ctx, id) {
+			if ctx.Err() != nil {
+				return
+			}
 			e.dropNetwork(id)
 		}
 	}
+}
+
+// holderRunning says Docker reports holder id running (false when it
+// cannot tell).
+func (e *Executor) holderRunning(ctx context.Context, id string) bool {
+	res, err := e.docker.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	return err == nil && res.Container.State != nil && res.Container.State.Running
 }
 
 // closeNetworks removes every holder (Close, once every sandbox is gone).

@@ -185,11 +185,13 @@ func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *
 }
 
 // createSandbox creates spec through the backend, in a leased network
-// namespace when meta leases one (the holder's id is returned with it); a
-// holder that a sandbox could not join is removed, with every idle one that
-// no longer runs, and another tried once. Leasing only saves work: when no
-// holder can be had or joined, the sandbox gets a namespace of its own, as
-// without leasing, rather than the call failing.
+// namespace when meta leases one (the holder's id is returned with it). A
+// failed create removes its holder; when that holder was no longer running
+// (the create failed for it), every idle one that no longer runs is removed
+// too and another tried once, else the create's error is the call's.
+// Leasing only saves work: when no holder can be had or joined, the sandbox
+// gets a namespace of its own, as without leasing, rather than the call
+// failing.
 func (e *Executor) createSandbox(ctx context.Context, meta sandboxMeta, spec backend.Spec) (*backend.Sandbox, string, error) {
 	for try := 0; e.leasesNetwork(meta) && try < 2; try++ {
 		id, err := e.leaseNetwork(ctx)
@@ -205,9 +207,10 @@ func (e *Executor) createSandbox(ctx context.Context, meta sandboxMeta, spec bac
 		if err == nil {
 			return box, id, nil
 		}
+		joinable := e.holderRunning(ctx, id)
 		e.dropNetwork(id)
-		if ctx.Err() != nil {
-			return nil, "", err
+		if joinable || ctx.Err() != nil {
+			return nil, "", err // not the holder's failure
 		}
 		e.pruneNetworks(ctx) // holders removed or killed from outside
 	}
