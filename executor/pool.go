@@ -300,14 +300,8 @@ func (p *pool) run(stop <-chan struct{}) {
 	defer t.Stop()
 	for {
 		p.prune()
-		p.fill(stop)
-		if p.kind == KindTransient && len(p.slots) == 0 {
-			p.mu.Lock()
-			_, want := p.next()
-			p.mu.Unlock()
-			if !want {
-				p.e.topUpNetworks() // quiet: holders for the next burst
-			}
+		if p.fill(stop) && p.kind == KindTransient && len(p.slots) == 0 {
+			p.e.topUpNetworks() // quiet: holders for the next burst
 		}
 		select {
 		case <-stop:
@@ -343,28 +337,28 @@ func (p *pool) prune() {
 }
 
 // fill starts refills while the pool is below its target and a creation
-// slot is free.
-func (p *pool) fill(stop <-chan struct{}) {
+// slot is free; done says the pool wants nothing more.
+func (p *pool) fill(stop <-chan struct{}) (done bool) {
 	for {
 		p.mu.Lock()
 		_, want := p.next()
 		p.mu.Unlock()
 		if !want {
-			return
+			return true
 		}
 		select {
 		case p.slots <- struct{}{}:
 		case <-stop:
-			return
+			return false
 		default:
-			return // the budget is in use; the end of a creation kicks
+			return false // the budget is in use; the end of a creation kicks
 		}
 		p.mu.Lock()
 		class, want := p.next()
 		if !want {
 			p.mu.Unlock()
 			<-p.slots
-			return
+			return true
 		}
 		p.creating[class]++
 		p.mu.Unlock()
