@@ -101,13 +101,7 @@ func countOf(t *testing.T, cli *client.Client, pid int, running, holders bool) i
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
-	for _, c := range list.Items {
-		if holders || c.Labels[LabelKind] != KindNetwork {
-			n++
-		}
-	}
-	return n
+	return countContainers(list.Items, holders)
 }
 
 func TestShutdown(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
@@ -41,9 +42,15 @@ func ourContainers(t testing.TB, cli *client.Client, label string) int {
 	// The holders of network namespaces are not sandboxes: they are
 	// counted only when asked for by kind (Close removes them; TestMain
 	// checks that nothing of the process is left).
+	return countContainers(list.Items, label == LabelKind+"="+KindNetwork)
+}
+
+// countContainers counts items, the holders of network namespaces only
+// when holders is set.
+func countContainers(items []container.Summary, holders bool) int {
 	n := 0
-	for _, c := range list.Items {
-		if c.Labels[LabelKind] != KindNetwork || label == LabelKind+"="+KindNetwork {
+	for _, c := range items {
+		if holders || c.Labels[LabelKind] != KindNetwork {
 			n++
 		}
 	}
