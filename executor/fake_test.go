@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,12 +29,18 @@ import (
 // ends, that Close left no sandbox behind.
 func newFake(t *testing.T, edit func(*config.Config)) (*Executor, *fake.Backend) {
 	t.Helper()
+	fb := fake.New()
+	return newFakeOn(t, fb, edit), fb
+}
+
+// newFakeOn is newFake on fb, whose hooks are set already.
+func newFakeOn(t *testing.T, fb *fake.Backend, edit func(*config.Config)) *Executor {
+	t.Helper()
 	cfg := config.Default()
 	cfg.Pool.Enabled = false
 	if edit != nil {
 		edit(&cfg)
 	}
-	fb := fake.New()
 	e, err := NewWithBackend(context.Background(), ConfigFrom(cfg), fb, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatalf("NewWithBackend: %v", err)
@@ -46,7 +53,7 @@ func newFake(t *testing.T, edit func(*config.Config)) (*Executor, *fake.Backend)
 			t.Errorf("%d sandbox(es) left after Close: %v", n, fb.Specs())
 		}
 	})
-	return e, fb
+	return e
 }
 
 // eventually waits (generously: the machine may be loaded) for cond.
@@ -407,5 +414,128 @@ func TestFakeReapsDeadReplicas(t *testing.T) {
 	}
 	if fb.Live() != 0 {
 		t.Errorf("after Close: %d sandboxes left", fb.Live())
+	}
+}
+
+// gatedPool is an executor whose transient pool holds one sandbox, made one
+// at a time, on a fake backend whose next Create after gate() blocks until
+// the returned channel is closed.
+func gatedPool(t *testing.T) (e *Executor, fb *fake.Backend, gate func() chan struct{}) {
+	t.Helper()
+	fb = fake.New()
+	var next atomic.Pointer[chan struct{}]
+	fb.CreateHook = func(backend.Spec) error {
+		if g := next.Swap(nil); g != nil {
+			<-*g
+		}
+		return nil
+	}
+	e = newFakeOn(t, fb, func(c *config.Config) {
+		c.Pool = config.Pool{Enabled: true, Size: 1, MaxSize: 1, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 1}
+	})
+	eventually(t, "the pool fills", func() bool { return e.pool.idleCount() == 1 })
+	gate = func() chan struct{} {
+		g := make(chan struct{})
+		next.Store(&g)
+		return g
+	}
+	return e, fb, gate
+}
+
+// setTook sets the pool's learned creation times: a bare refill's and a
+// cold start's.
+func setTook(p *pool, refill, cold time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.took[""], p.took[coldClass] = refill, cold
+}
+
+func coldTook(p *pool) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.took[coldClass]
+}
+
+// A call that misses while a refill is expected sooner than a cold start
+// takes that refill and starts no cold sandbox.
+func TestFakeMissWaitsForNearRefill(t *testing.T) {
+	e, _, gate := gatedPool(t)
+	ctx := tctx(t, time.Minute)
+	release := gate()
+	setTook(e.pool, time.Second, time.Hour) // a refill is due well before a cold start
+	if res, err := e.Transient(ctx, Request{Code: "print 1"}); err != nil || res.Stdout != "1\n" {
+		t.Fatalf("first call: %+v, %v", res, err)
+	}
+	eventually(t, "the refill is under way", func() bool {
+		e.pool.mu.Lock()
+		defer e.pool.mu.Unlock()
+		return len(e.pool.inflight) == 1
+	})
+	go func() { time.Sleep(200 * time.Millisecond); close(release) }()
+	if res, err := e.Transient(ctx, Request{Code: "print 2"}); err != nil || res.Stdout != "2\n" {
+		t.Fatalf("second call: %+v, %v", res, err)
+	}
+	if got := coldTook(e.pool); got != time.Hour {
+		t.Errorf("a cold start ran (its time %s was learned): the call should have taken the refill", got)
+	}
+}
+
+// A refill that is late (past its expected time) does not hold the call:
+// its cold start begins and serves it while the refill is still stuck.
+func TestFakeMissStartsColdWhenRefillLate(t *testing.T) {
+	e, _, gate := gatedPool(t)
+	ctx := tctx(t, time.Minute)
+	release := gate()
+	defer close(release)
+	setTook(e.pool, 50*time.Millisecond, time.Second)
+	if res, err := e.Transient(ctx, Request{Code: "print 1"}); err != nil || res.Stdout != "1\n" {
+		t.Fatalf("first call: %+v, %v", res, err)
+	}
+	eventually(t, "the refill is under way", func() bool {
+		e.pool.mu.Lock()
+		defer e.pool.mu.Unlock()
+		return len(e.pool.inflight) == 1
+	})
+	if res, err := e.Transient(ctx, Request{Code: "print 2"}); err != nil || res.Stdout != "2\n" {
+		t.Fatalf("second call: %+v, %v", res, err)
+	}
+	if got := coldTook(e.pool); got == time.Second {
+		t.Error("the call was served while the refill was stuck, but no cold start's time was learned")
+	}
+}
+
+// holdCold: the k-th waiting call holds its cold start only for a refill
+// expected sooner than a cold start, and then by that refill's remaining
+// time plus a quarter of a cold start.
+func TestHoldCold(t *testing.T) {
+	now := time.Now()
+	p := &pool{took: map[string]time.Duration{}, inflight: map[*refill]bool{}}
+	p.inflight[&refill{class: "", began: now.Add(-300 * time.Millisecond)}] = true
+	p.inflight[&refill{class: "numpy", began: now.Add(-100 * time.Millisecond)}] = true
+	if got := p.holdCold(0, now); got != 0 {
+		t.Errorf("nothing measured: hold %s, want 0", got)
+	}
+	p.took[""] = 400 * time.Millisecond
+	if got := p.holdCold(0, now); got != 0 {
+		t.Errorf("a class under way is not measured: hold %s, want 0", got)
+	}
+	p.took["numpy"] = 2 * time.Second
+	// No cold start measured: a bare refill's time stands in (400 ms).
+	if got, want := p.holdCold(0, now), 100*time.Millisecond+100*time.Millisecond; got != want {
+		t.Errorf("waiter 0: hold %s, want %s (the bare refill's 100 ms left + 400/4 ms)", got, want)
+	}
+	p.took[coldClass] = 200 * time.Millisecond
+	if got, want := p.holdCold(0, now), 100*time.Millisecond+50*time.Millisecond; got != want {
+		t.Errorf("waiter 0: hold %s, want %s", got, want)
+	}
+	if got := p.holdCold(1, now); got != 0 {
+		t.Errorf("waiter 1: the numpy refill has 1.9 s left, a cold start takes 200 ms: hold %s, want 0", got)
+	}
+	if got := p.holdCold(2, now); got != 0 {
+		t.Errorf("waiter 2: no third refill under way: hold %s, want 0", got)
+	}
+	p.took[coldClass] = 90 * time.Millisecond
+	if got := p.holdCold(0, now); got != 0 {
+		t.Errorf("a cold start (90 ms) beats the refill (100 ms left): hold %s, want 0", got)
 	}
 }

@@ -25,11 +25,15 @@ import (
 // pool.max_concurrent_creations at a time: that is the pool's CPU budget
 // (a creation keeps about one core busy while it runs).
 //
-// A call that finds no warm sandbox starts a cold one at once (no preload:
-// it imports what it needs itself, and it waits for no refill slot) and
-// takes whichever is ready first, that cold sandbox or the next refill; the
-// other joins the pool. So a call never waits for a refill a cold start
-// would beat.
+// A call that finds no warm sandbox starts a cold one (no preload: it
+// imports what it needs itself, and it waits for no refill slot) and takes
+// whichever is ready first, that cold sandbox or the next refill; the other
+// joins the pool. So a call never waits for a refill a cold start would
+// beat. The cold start waits only when a refill already under way is
+// expected sooner than a cold start would be (each creation's time is
+// learned per class): then it starts only if that refill is late. On a
+// busy machine, creations share the CPUs, so a cold start begun beside
+// refills that are nearly done slows them all and serves nobody sooner.
 //
 // The persistent pool holds pool.size (at most one) sandbox with
 // pool.preload imported, labelled with the id of the session that will take
@@ -59,8 +63,10 @@ type pool struct {
 	demand     demand
 	unloadable map[string]bool // modules whose preload failed: left out of classes
 	waiters    []*waiter       // calls that missed, racing a cold start against refills
-	drained    time.Time       // when a call last found the pool empty or left it empty
-	lastErr    string          // the last creation error, logged once
+	inflight   map[*refill]bool
+	took       map[string]time.Duration // a refill's time by class, cold ("\x00cold") included: moving averages
+	drained    time.Time                // when a call last found the pool empty or left it empty
+	lastErr    string                   // the last creation error, logged once
 	kick       chan struct{}
 }
 
@@ -71,8 +77,21 @@ type pooled struct {
 }
 
 // waiter is a call that missed: it gets exactly one result, its own cold
-// start's or a refill's, whichever comes first.
-type waiter struct{ ch chan started }
+// start's or a refill's, whichever comes first. done is closed once it has
+// left the pool's waiters (served, or its call gave up).
+type waiter struct {
+	ch   chan started
+	done chan struct{}
+}
+
+// refill is a creation under way.
+type refill struct {
+	class string
+	began time.Time
+}
+
+// coldClass keys the cold starts' times in pool.took.
+const coldClass = "\x00cold"
 
 type started struct {
 	sb  *sandbox
@@ -98,6 +117,8 @@ func newPool(e *Executor, cfg config.Pool, kind string, size int) *pool {
 		preload:    cfg.Preload,
 		slots:      make(chan struct{}, n),
 		creating:   map[string]int{},
+		inflight:   map[*refill]bool{},
+		took:       map[string]time.Duration{},
 		unloadable: map[string]bool{},
 		kick:       make(chan struct{}, 1),
 	}
@@ -191,15 +212,29 @@ func (p *pool) coldStart(ctx context.Context, start func(context.Context) (*sand
 	if !p.e.bgAdd() {
 		return nil, ErrClosed
 	}
-	w := &waiter{ch: make(chan started, 1)}
+	w := &waiter{ch: make(chan started, 1), done: make(chan struct{})}
 	p.mu.Lock()
 	p.waiters = append(p.waiters, w)
+	hold := p.holdCold(len(p.waiters)-1, time.Now())
 	p.mu.Unlock()
 	go func() {
 		defer p.e.bg.Done()
+		if hold > 0 {
+			t := time.NewTimer(hold)
+			select {
+			case <-w.done:
+				t.Stop()
+				return // a refill served the call, or the call gave up
+			case <-t.C: // the refill is late: start cold after all
+			}
+		}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startupTimeout)
+		t0 := time.Now()
 		sb, err := start(sctx)
 		p.mu.Lock()
+		if err == nil {
+			p.learnTook(coldClass, time.Since(t0))
+		}
 		won := p.dropWaiter(w)
 		if won {
 			w.ch <- started{sb, err} // the cold start won
@@ -240,7 +275,48 @@ func (p *pool) dropWaiter(w *waiter) bool {
 		return false
 	}
 	p.waiters = slices.Delete(p.waiters, i, i+1)
+	close(w.done)
 	return true
+}
+
+// holdCold is how long the call that is waiter k (0: the next to be
+// served) lets its cold start wait for a refill under way: 0 (start at
+// once) unless the k-th refill to finish is expected sooner than a cold
+// start would be, then that refill's expected remaining time plus a
+// quarter of a cold start's, after which the refill counts as late.
+// p.mu is held.
+func (p *pool) holdCold(k int, now time.Time) time.Duration {
+	cold, ok := p.took[coldClass]
+	if !ok {
+		// No cold start measured yet: a bare refill is a cold start plus
+		// the runner's warm-up run, so a little longer.
+		cold, ok = p.took[""]
+	}
+	if !ok || len(p.inflight) <= k {
+		return 0 // nothing measured yet, or too few refills under way
+	}
+	left := make([]time.Duration, 0, len(p.inflight))
+	for r := range p.inflight {
+		est, ok := p.took[r.class]
+		if !ok {
+			return 0 // a class not measured yet: no basis to wait
+		}
+		left = append(left, max(est-now.Sub(r.began), 0))
+	}
+	slices.Sort(left)
+	if left[k] >= cold {
+		return 0
+	}
+	return left[k] + cold/4
+}
+
+// learnTook folds one creation's time into class's moving average. p.mu
+// is held.
+func (p *pool) learnTook(class string, d time.Duration) {
+	if old, ok := p.took[class]; ok {
+		d = time.Duration(0.7*float64(old) + 0.3*float64(d))
+	}
+	p.took[class] = d
 }
 
 // deliver hands a new sandbox to the first waiting call, or keeps it.
@@ -250,6 +326,7 @@ func (p *pool) deliver(it pooled) {
 		w := p.waiters[0]
 		p.waiters = p.waiters[1:]
 		w.ch <- started{sb: it.sb}
+		close(w.done)
 		return
 	}
 	p.idle = append(p.idle, it)
@@ -361,17 +438,20 @@ func (p *pool) fill(stop <-chan struct{}) (done bool) {
 			return true
 		}
 		p.creating[class]++
+		r := &refill{class: class, began: time.Now()}
+		p.inflight[r] = true
 		p.mu.Unlock()
 		p.e.bg.Add(1)
 		go func() {
 			defer p.e.bg.Done()
-			t0 := time.Now()
 			modules := classModules(class)
 			sb, err := p.create(modules)
 			p.mu.Lock()
 			p.creating[class]--
+			delete(p.inflight, r)
 			if err == nil {
-				p.demand.created(time.Since(t0))
+				p.demand.created(time.Since(r.began))
+				p.learnTook(class, time.Since(r.began))
 				p.deliver(pooled{sb: sb, born: time.Now(), modules: modules})
 				p.lastErr = ""
 			}
