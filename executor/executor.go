@@ -568,7 +568,7 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 		if pkgs == "" && e.pool.fits(lim) {
 			// Cold, no preload, raced against the pool's refills; the loser
 			// joins the pool, so it carries no owner label.
-			sb, err = e.pool.coldStart(ctx, func(sctx context.Context) (*sandbox, error) {
+			sb, err = e.pool.coldStart(ctx, preloadable(req.Imports), func(sctx context.Context) (*sandbox, error) {
 				return e.startWithin(sctx, sandboxMeta{Kind: KindTransient}, lim, lim.Timeout)
 			})
 		} else {

@@ -16,6 +16,7 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend/fake"
+	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
 
 // The tests in this file run the executor's own logic (pool, sessions,
@@ -537,5 +538,31 @@ func TestHoldCold(t *testing.T) {
 	p.took[coldClass] = 90 * time.Millisecond
 	if got := p.holdCold(0, now); got != 0 {
 		t.Errorf("a cold start (90 ms) beats the refill (100 ms left): hold %s, want 0", got)
+	}
+}
+
+// A call that needs a preloadable module starts cold at once even when a
+// refill is expected sooner: the cold sandbox lacks the module either way,
+// and the refill stocks the pool for the next call.
+func TestFakeMissNeedingModulesStartsCold(t *testing.T) {
+	e, _, gate := gatedPool(t)
+	ctx := tctx(t, time.Minute)
+	release := gate()
+	defer close(release)
+	setTook(e.pool, time.Second, time.Hour) // a bare call would hold for an hour
+	if res, err := e.Transient(ctx, Request{Code: "print 1"}); err != nil || res.Stdout != "1\n" {
+		t.Fatalf("first call: %+v, %v", res, err)
+	}
+	eventually(t, "the refill is under way", func() bool {
+		e.pool.mu.Lock()
+		defer e.pool.mu.Unlock()
+		return len(e.pool.inflight) == 1
+	})
+	req := Request{Code: "print 2", Imports: []analyze.Import{{Module: "pandas"}}}
+	if res, err := e.Transient(ctx, req); err != nil || res.Stdout != "2\n" {
+		t.Fatalf("second call: %+v, %v", res, err)
+	}
+	if got := coldTook(e.pool); got == time.Hour {
+		t.Error("the call was served while the refill was stuck, but no cold start's time was learned")
 	}
 }

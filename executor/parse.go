@@ -28,7 +28,7 @@ func (e *Executor) Parse(ctx context.Context, req Request) (*SyntaxError, error)
 	sb := e.pool.take(lim, nil)
 	if sb == nil {
 		if e.pool.fits(lim) {
-			sb, err = e.pool.coldStart(ctx, func(sctx context.Context) (*sandbox, error) {
+			sb, err = e.pool.coldStart(ctx, nil, func(sctx context.Context) (*sandbox, error) {
 				return e.startWithin(sctx, sandboxMeta{Kind: KindTransient}, lim, lim.Timeout)
 			})
 		} else {
