@@ -200,6 +200,11 @@ func sandboxSpec(d config.Docker, lim Limits, meta sandboxMeta) backend.Spec {
 	if meta.Packages != "" {
 		spec.Volumes = []backend.Volume{{Name: meta.Packages, Path: PackagesDir, ReadOnly: true, Labels: volumeLabels(meta)}}
 	}
+	if meta.Kind == KindTransient {
+		// One call and nothing installed meanwhile: the runner skips
+		// the import caches' invalidation sessions need.
+		spec.Env = append(spec.Env, "PDM_TRANSIENT=1")
+	}
 	return spec
 }
 

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -195,5 +196,17 @@ func TestResolveLimits(t *testing.T) {
 				t.Errorf("resolveLimits(%+v) (-want +got):\n%s", tt.req, diff)
 			}
 		})
+	}
+}
+
+// Only transient sandboxes tell the runner they serve one call (it then
+// skips the import caches' invalidation a session needs after an install).
+func TestTransientEnv(t *testing.T) {
+	for _, kind := range []string{KindTransient, KindPersistent} {
+		spec := sandboxSpec(config.Default().Docker, Limits{}, sandboxMeta{Kind: kind})
+		got := slices.Contains(spec.Env, "PDM_TRANSIENT=1")
+		if want := kind == KindTransient; got != want {
+			t.Errorf("%s sandbox: PDM_TRANSIENT=1 in its env is %v, want %v", kind, got, want)
+		}
 	}
 }
