@@ -517,8 +517,8 @@ func TestHoldCold(t *testing.T) {
 		t.Errorf("nothing measured: hold %s, want 0", got)
 	}
 	p.took[""] = 400 * time.Millisecond
-	if got := p.holdCold(0, now); got != 0 {
-		t.Errorf("a class under way is not measured: hold %s, want 0", got)
+	if got := p.holdCold(1, now); got != 0 {
+		t.Errorf("waiter 1: the second refill's class is not measured: hold %s, want 0", got)
 	}
 	p.took["numpy"] = 2 * time.Second
 	// No cold start measured: a bare refill's time stands in (400 ms).

@@ -293,7 +293,8 @@ func (p *pool) dropWaiter(w *waiter) bool {
 // served) lets its cold start wait for a refill under way: 0 (start at
 // once) unless the k-th refill to finish is expected sooner than a cold
 // start would be, then that refill's expected remaining time plus a
-// quarter of a cold start's, after which the refill counts as late.
+// quarter of a cold start's, after which the refill counts as late (a
+// refill of a class not measured yet counts as never).
 // p.mu is held.
 func (p *pool) holdCold(k int, now time.Time) time.Duration {
 	cold, ok := p.took[coldClass]
@@ -307,14 +308,12 @@ func (p *pool) holdCold(k int, now time.Time) time.Duration {
 	}
 	left := make([]time.Duration, 0, len(p.inflight))
 	for r := range p.inflight {
-		est, ok := p.took[r.class]
-		if !ok {
-			return 0 // a class not measured yet: no basis to wait
-		}
-		left = append(left, max(est-now.Sub(r.began), 0))
+		if est, ok := p.took[r.class]; ok {
+			left = append(left, max(est-now.Sub(r.began), 0))
+		} // a class not measured yet: no telling when it ends
 	}
 	slices.Sort(left)
-	if left[k] >= cold {
+	if k >= len(left) || left[k] >= cold {
 		return 0
 	}
 	return left[k] + cold/4
