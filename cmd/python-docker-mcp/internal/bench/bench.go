@@ -310,6 +310,10 @@ type benchReport struct {
 	// figure, the baseline's included.
 	LoadStart string `json:"load_start,omitempty"`
 	LoadEnd   string `json:"load_end,omitempty"`
+	// Samples are each latency scenario's calls (ms) in the order they
+	// were made: the shape behind the percentiles (a steady rate, or
+	// clumps of fast and slow calls).
+	Samples map[string][]float64 `json:"samples_ms"`
 }
 
 type benchOptionsJSON struct {
@@ -477,7 +481,7 @@ func (b *bencher) run(ctx context.Context) (rep *benchReport, err error) {
 	start := time.Now()
 	rep = &benchReport{
 		Started: start.UTC(), Image: b.cfg.Docker.Image, CPUs: runtime.NumCPU(), Pool: b.cfg.Pool,
-		Latency: map[string]latency{}, CodeMS: map[string]latency{},
+		Latency: map[string]latency{}, CodeMS: map[string]latency{}, Samples: map[string][]float64{},
 		Options: benchOptionsJSON{N: b.opts.N, BaselineN: b.opts.BaselineN, Concurrency: b.opts.Concurrency,
 			DurationS: b.opts.Duration.Seconds(), IntervalMS: float64(b.opts.Interval) / float64(time.Millisecond),
 			Warmup: b.opts.Warmup, Scenarios: b.opts.Scenarios},
@@ -750,6 +754,7 @@ func (b *bencher) latencyScenario(ctx context.Context, rep *benchReport, key, to
 		codeMS = append(codeMS, d)
 	}
 	rep.Latency[key] = summarize(lat)
+	rep.Samples[key] = lat
 	rep.CodeMS[key] = summarize(codeMS)
 	return nil
 }
@@ -785,6 +790,7 @@ func (b *bencher) persistentScenario(ctx context.Context, rep *benchReport) erro
 		over = append(over, ms-d)
 	}
 	rep.Latency[keyPersistent] = summarize(lat)
+	rep.Samples[keyPersistent] = lat
 	rep.CodeMS[keyPersistent] = summarize(codeMS)
 	rep.Latency[keyOverhead] = summarize(over)
 	rep.Notes = append(rep.Notes, "persistent overhead = client latency - duration_ms (the runner's own measure of the code) per call, then percentiles")
@@ -810,6 +816,7 @@ func (b *bencher) dockerRunScenario(ctx context.Context, rep *benchReport) error
 			}
 		}
 		rep.Latency[s.key] = summarize(lat)
+		rep.Samples[s.key] = lat
 	}
 	rep.Notes = append(rep.Notes, fmt.Sprintf("baseline: docker CLI via os/exec, `docker run --rm --network none IMAGE python3 -c CODE`, %d runs per snippet after 1 warm-up (fewer than -n to save time)", b.opts.BaselineN))
 	return nil
