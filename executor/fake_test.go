@@ -566,3 +566,45 @@ func TestFakeMissNeedingModulesStartsCold(t *testing.T) {
 		t.Error("the call was served while the refill was stuck, but no cold start's time was learned")
 	}
 }
+
+// Close does not wait out a call's hold: the held call fails with
+// ErrClosed at once.
+func TestFakeCloseEndsHold(t *testing.T) {
+	e, _, gate := gatedPool(t)
+	ctx := tctx(t, time.Minute)
+	release := gate()
+	setTook(e.pool, time.Hour, 2*time.Hour) // a refill due in an hour: hold that long
+	if res, err := e.Transient(ctx, Request{Code: "print 1"}); err != nil || res.Stdout != "1\n" {
+		t.Fatalf("first call: %+v, %v", res, err)
+	}
+	eventually(t, "the refill is under way", func() bool {
+		e.pool.mu.Lock()
+		defer e.pool.mu.Unlock()
+		return len(e.pool.inflight) == 1
+	})
+	errc := make(chan error, 1)
+	go func() {
+		_, err := e.Transient(ctx, Request{Code: "print 2"})
+		errc <- err
+	}()
+	eventually(t, "the second call waits", func() bool {
+		e.pool.mu.Lock()
+		defer e.pool.mu.Unlock()
+		return len(e.pool.waiters) == 1
+	})
+	closed := make(chan error, 1)
+	go func() { closed <- e.Close(context.Background()) }()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("held call during Close: err = %v, want ErrClosed", err)
+		}
+	case <-ctx.Done():
+		t.Error("the held call did not end when the executor closed")
+	}
+	// Close also waits for the stuck refill: let it go.
+	close(release)
+	if err := <-closed; err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}

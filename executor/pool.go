@@ -236,6 +236,8 @@ func (p *pool) coldStart(ctx context.Context, need []string, start func(context.
 				t.Stop()
 				return // a refill served the call, or the call gave up
 			case <-t.C: // the refill is late: start cold after all
+			case <-p.e.stop:
+				t.Stop() // closing: the start fails at once and tells the call
 			}
 		}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startupTimeout)
