@@ -99,6 +99,7 @@ func (e *Executor) MeasureSandbox(ctx context.Context, modules []string, preload
 		return nil, e.dockerErr("start sandbox", err)
 	}
 	mark("start")
+	go sendRunner(att.HijackedResponse.Conn)
 	var ready struct {
 		Op string `json:"op"`
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/image"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/runner"
 )
 
 // dockerAPI is the part of the Docker client the executor uses for what
@@ -162,6 +163,7 @@ func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *
 		e.destroy(sb)
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
+	go sendRunner(sb.box.Stdin) // a runner that never reads it sends no ready frame
 	select {
 	case f, ok := <-sb.frames:
 		if !ok || f.err != nil {
@@ -182,6 +184,14 @@ func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *
 		return fail("start sandbox", fmt.Errorf("waiting for the runner: %w", ctx.Err()))
 	}
 	return sb, nil
+}
+
+// sendRunner writes the runner's source to a new sandbox's stdin, where its
+// bootstrap (runnerCommand) reads it first. Nothing else is written to the
+// stream before the runner's ready frame, which comes after the source was
+// read; a sandbox that ends first closes the stream and the write fails.
+func sendRunner(stdin io.Writer) {
+	_, _ = io.WriteString(stdin, runner.Source)
 }
 
 // createSandbox creates spec through the backend, in a leased network

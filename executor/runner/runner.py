@@ -1,7 +1,8 @@
 # python-docker-mcp sandbox runner.
 #
-# Started as `python3 -I -B -c <bootstrap> <this source>` as the sandbox
-# container's process 1. It speaks length-prefixed JSON frames (4-byte
+# Started as `python3 -I -B -c <bootstrap> <length of this source>` as the
+# sandbox container's process 1; the bootstrap reads this source from stdin
+# first. After it, the runner speaks length-prefixed JSON frames (4-byte
 # big-endian length, then UTF-8 JSON) on the stdin/stdout the container was
 # started with. Runner diagnostics go to the original stderr.
 #

@@ -407,8 +407,19 @@ type request struct {
 	} `json:"limits"`
 }
 
-// run is the fake runner: ready, then one reply per request.
+// run is the fake runner: ready, then one reply per request. Like the
+// executor's runner, whose command's last argument is the length of its
+// source, which the bootstrap reads from stdin first, it first skips that
+// many bytes of stdin when the last argument is a number.
 func (x *box) run() {
+	if c := x.spec.Command; len(c) > 0 {
+		if n, err := strconv.ParseInt(c[len(c)-1], 10, 64); err == nil && n > 0 {
+			if _, err := io.CopyN(io.Discard, x.stdinR, n); err != nil {
+				x.exit(1, false)
+				return
+			}
+		}
+	}
 	reqs := make(chan request)
 	go func() {
 		defer close(reqs)
