@@ -64,11 +64,10 @@ type pool struct {
 
 	mu         sync.Mutex
 	idle       []pooled
-	creating   map[string]int // by class
 	demand     demand
-	unloadable map[string]bool // modules whose preload failed: left out of classes
-	waiters    []*waiter       // calls that missed, racing a cold start against refills
-	inflight   map[*refill]bool
+	unloadable map[string]bool          // modules whose preload failed: left out of classes
+	waiters    []*waiter                // calls that missed, racing a cold start against refills
+	inflight   map[*refill]bool         // the creations under way
 	took       map[string]time.Duration // a refill's time by class, cold ("\x00cold") included: moving averages
 	drained    time.Time                // when a call last found the pool empty or left it empty
 	lastErr    string                   // the last creation error, logged once
@@ -121,7 +120,6 @@ func newPool(e *Executor, cfg config.Pool, kind string, size int) *pool {
 		maxAge:     cfg.MaxAge.D(),
 		preload:    cfg.Preload,
 		slots:      make(chan struct{}, n),
-		creating:   map[string]int{},
 		inflight:   map[*refill]bool{},
 		took:       map[string]time.Duration{},
 		unloadable: map[string]bool{},
@@ -305,8 +303,8 @@ func (p *pool) holdCold(k int, now time.Time) time.Duration {
 		// the runner's warm-up run, so a little longer.
 		cold, ok = p.took[""]
 	}
-	if !ok || len(p.inflight) <= k {
-		return 0 // nothing measured yet, or too few refills under way
+	if !ok {
+		return 0 // nothing measured yet
 	}
 	left := make([]time.Duration, 0, len(p.inflight))
 	for r := range p.inflight {
@@ -448,7 +446,6 @@ func (p *pool) fill(stop <-chan struct{}) (done bool) {
 			<-p.slots
 			return true
 		}
-		p.creating[class]++
 		r := &refill{class: class, began: time.Now()}
 		p.inflight[r] = true
 		p.mu.Unlock()
@@ -458,7 +455,6 @@ func (p *pool) fill(stop <-chan struct{}) (done bool) {
 			modules := classModules(class)
 			sb, err := p.create(modules)
 			p.mu.Lock()
-			p.creating[class]--
 			delete(p.inflight, r)
 			if err == nil {
 				p.demand.created(time.Since(r.began))
@@ -534,7 +530,11 @@ func (p *pool) next() (string, bool) {
 			urgent = append(urgent, p.classOf(classModules(c)))
 		}
 	}
-	return nextClass(plan, p.idleByClass(), p.creating, urgent)
+	creating := map[string]int{}
+	for r := range p.inflight {
+		creating[r.class]++
+	}
+	return nextClass(plan, p.idleByClass(), creating, urgent)
 }
 
 // create starts one sandbox, imports modules in it and does one empty run
