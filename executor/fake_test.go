@@ -443,6 +443,20 @@ func gatedPool(t *testing.T) (e *Executor, fb *fake.Backend, gate func() chan st
 	return e, fb, gate
 }
 
+// emptyPool has one call take the pool's sandbox and waits until the
+// refill that replaces it is under way.
+func emptyPool(t *testing.T, ctx context.Context, e *Executor) {
+	t.Helper()
+	if res, err := e.Transient(ctx, Request{Code: "print 1"}); err != nil || res.Stdout != "1\n" {
+		t.Fatalf("first call: %+v, %v", res, err)
+	}
+	eventually(t, "the refill is under way", func() bool {
+		e.pool.mu.Lock()
+		defer e.pool.mu.Unlock()
+		return len(e.pool.inflight) == 1
+	})
+}
+
 // setTook sets the pool's learned creation times: a bare refill's and a
 // cold start's.
 func setTook(p *pool, refill, cold time.Duration) {
@@ -464,14 +478,7 @@ func TestFakeMissWaitsForNearRefill(t *testing.T) {
 	ctx := tctx(t, time.Minute)
 	release := gate()
 	setTook(e.pool, time.Second, time.Hour) // a refill is due well before a cold start
-	if res, err := e.Transient(ctx, Request{Code: "print 1"}); err != nil || res.Stdout != "1\n" {
-		t.Fatalf("first call: %+v, %v", res, err)
-	}
-	eventually(t, "the refill is under way", func() bool {
-		e.pool.mu.Lock()
-		defer e.pool.mu.Unlock()
-		return len(e.pool.inflight) == 1
-	})
+	emptyPool(t, ctx, e)
 	go func() { time.Sleep(200 * time.Millisecond); close(release) }()
 	if res, err := e.Transient(ctx, Request{Code: "print 2"}); err != nil || res.Stdout != "2\n" {
 		t.Fatalf("second call: %+v, %v", res, err)
@@ -489,14 +496,7 @@ func TestFakeMissStartsColdWhenRefillLate(t *testing.T) {
 	release := gate()
 	defer close(release)
 	setTook(e.pool, 50*time.Millisecond, time.Second)
-	if res, err := e.Transient(ctx, Request{Code: "print 1"}); err != nil || res.Stdout != "1\n" {
-		t.Fatalf("first call: %+v, %v", res, err)
-	}
-	eventually(t, "the refill is under way", func() bool {
-		e.pool.mu.Lock()
-		defer e.pool.mu.Unlock()
-		return len(e.pool.inflight) == 1
-	})
+	emptyPool(t, ctx, e)
 	if res, err := e.Transient(ctx, Request{Code: "print 2"}); err != nil || res.Stdout != "2\n" {
 		t.Fatalf("second call: %+v, %v", res, err)
 	}
@@ -550,14 +550,7 @@ func TestFakeMissNeedingModulesStartsCold(t *testing.T) {
 	release := gate()
 	defer close(release)
 	setTook(e.pool, time.Second, time.Hour) // a bare call would hold for an hour
-	if res, err := e.Transient(ctx, Request{Code: "print 1"}); err != nil || res.Stdout != "1\n" {
-		t.Fatalf("first call: %+v, %v", res, err)
-	}
-	eventually(t, "the refill is under way", func() bool {
-		e.pool.mu.Lock()
-		defer e.pool.mu.Unlock()
-		return len(e.pool.inflight) == 1
-	})
+	emptyPool(t, ctx, e)
 	req := Request{Code: "print 2", Imports: []analyze.Import{{Module: "pandas"}}}
 	if res, err := e.Transient(ctx, req); err != nil || res.Stdout != "2\n" {
 		t.Fatalf("second call: %+v, %v", res, err)
@@ -574,14 +567,7 @@ func TestFakeCloseEndsHold(t *testing.T) {
 	ctx := tctx(t, time.Minute)
 	release := gate()
 	setTook(e.pool, time.Hour, 2*time.Hour) // a refill due in an hour: hold that long
-	if res, err := e.Transient(ctx, Request{Code: "print 1"}); err != nil || res.Stdout != "1\n" {
-		t.Fatalf("first call: %+v, %v", res, err)
-	}
-	eventually(t, "the refill is under way", func() bool {
-		e.pool.mu.Lock()
-		defer e.pool.mu.Unlock()
-		return len(e.pool.inflight) == 1
-	})
+	emptyPool(t, ctx, e)
 	errc := make(chan error, 1)
 	go func() {
 		_, err := e.Transient(ctx, Request{Code: "print 2"})
