@@ -488,20 +488,35 @@ func TestFakeMissWaitsForNearRefill(t *testing.T) {
 	}
 }
 
-// A refill that is late (past its expected time) does not hold the call:
-// its cold start begins and serves it while the refill is still stuck.
-func TestFakeMissStartsColdWhenRefillLate(t *testing.T) {
-	e, _, gate := gatedPool(t)
-	ctx := tctx(t, time.Minute)
-	release := gate()
-	defer close(release)
-	setTook(e.pool, 50*time.Millisecond, time.Second)
-	emptyPool(t, ctx, e)
-	if res, err := e.Transient(ctx, Request{Code: "print 2"}); err != nil || res.Stdout != "2\n" {
-		t.Fatalf("second call: %+v, %v", res, err)
-	}
-	if got := coldTook(e.pool); got == time.Second {
-		t.Error("the call was served while the refill was stuck, but no cold start's time was learned")
+// The call starts cold and is served while the pool's refill is stuck:
+// when that refill is late (past its expected time), and when the call
+// needs a preloadable module even though the refill is expected sooner (the
+// cold sandbox lacks the module either way, and the refill stocks the pool
+// for the next call).
+func TestFakeMissStartsColdWhileRefillStuck(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		refill, cold time.Duration
+		req          Request
+	}{
+		{"refill late", 50 * time.Millisecond, time.Second, Request{Code: "print 2"}},
+		// A bare call would hold for an hour.
+		{"needs modules", time.Second, time.Hour, Request{Code: "print 2", Imports: []analyze.Import{{Module: "pandas"}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _, gate := gatedPool(t)
+			ctx := tctx(t, time.Minute)
+			release := gate()
+			defer close(release)
+			setTook(e.pool, tc.refill, tc.cold)
+			emptyPool(t, ctx, e)
+			if res, err := e.Transient(ctx, tc.req); err != nil || res.Stdout != "2\n" {
+				t.Fatalf("second call: %+v, %v", res, err)
+			}
+			if got := coldTook(e.pool); got == tc.cold {
+				t.Error("the call was served while the refill was stuck, but no cold start's time was learned")
+			}
+		})
 	}
 }
 
@@ -538,25 +553,6 @@ func TestHoldCold(t *testing.T) {
 	p.took[coldClass] = 90 * time.Millisecond
 	if got := p.holdCold(0, now); got != 0 {
 		t.Errorf("a cold start (90 ms) beats the refill (100 ms left): hold %s, want 0", got)
-	}
-}
-
-// A call that needs a preloadable module starts cold at once even when a
-// refill is expected sooner: the cold sandbox lacks the module either way,
-// and the refill stocks the pool for the next call.
-func TestFakeMissNeedingModulesStartsCold(t *testing.T) {
-	e, _, gate := gatedPool(t)
-	ctx := tctx(t, time.Minute)
-	release := gate()
-	defer close(release)
-	setTook(e.pool, time.Second, time.Hour) // a bare call would hold for an hour
-	emptyPool(t, ctx, e)
-	req := Request{Code: "print 2", Imports: []analyze.Import{{Module: "pandas"}}}
-	if res, err := e.Transient(ctx, req); err != nil || res.Stdout != "2\n" {
-		t.Fatalf("second call: %+v, %v", res, err)
-	}
-	if got := coldTook(e.pool); got == time.Hour {
-		t.Error("the call was served while the refill was stuck, but no cold start's time was learned")
 	}
 }
 
