@@ -99,7 +99,7 @@ func (e *Executor) MeasureSandbox(ctx context.Context, modules []string, preload
 		return nil, e.dockerErr("start sandbox", err)
 	}
 	mark("start")
-	go sendRunner(att.HijackedResponse.Conn)
+	go e.sendRunner(att.HijackedResponse.Conn)
 	var ready struct {
 		Op string `json:"op"`
 	}
@@ -107,19 +107,35 @@ func (e *Executor) MeasureSandbox(ctx context.Context, modules []string, preload
 		return nil, fmt.Errorf("start sandbox: no ready frame from the runner (%v, op %q)", err, ready.Op)
 	}
 	mark("ready")
-	if preload {
-		req := map[string]any{"op": "preload", "id": 1, "nonce": randomHex(16), "modules": orEmpty(modules)}
+	// As the pool does, the first fresh sandbox is asked for the runner's
+	// compiled code, which the sandboxes after it load. Without a preload
+	// the ask is a round trip of its own, left out of the phases (the
+	// caller's warm-up sandbox takes it).
+	ask := e.runner.ask()
+	if preload || ask {
+		req := map[string]any{"op": "preload", "id": 1, "nonce": randomHex(16), "modules": orEmpty(modules), "runner_code": ask}
+		if !preload {
+			req["modules"] = []string{}
+		}
 		if err := writeFrame(att.HijackedResponse.Conn, req); err != nil {
 			return nil, fmt.Errorf("preload: %w", err)
 		}
 		var resp struct {
-			Status string   `json:"status"`
-			Failed []string `json:"failed"`
+			Status     string   `json:"status"`
+			Failed     []string `json:"failed"`
+			RunnerCode []byte   `json:"runner_code"`
 		}
 		if err := readCostFrame(pr, &resp); err != nil || resp.Status != "ok" || len(resp.Failed) > 0 {
 			return nil, fmt.Errorf("preload %v: status %q, failed %v, %v", modules, resp.Status, resp.Failed, err)
 		}
-		mark("preload")
+		if ask {
+			e.runner.keep(resp.RunnerCode)
+		}
+		if preload {
+			mark("preload")
+		} else {
+			t, last = time.Now(), cpu(id)
+		}
 	}
 	removed = true
 	e.destroy(sb)

@@ -196,6 +196,7 @@ type Executor struct {
 	calls     atomic.Int64   // runs in progress
 	armed     atomic.Int64   // runs whose worker had installed their guard ahead (a pooled spare)
 	counts    startCounters  // for Stats
+	runner    runnerCodes    // the runner's compiled code, handed to new sandboxes
 }
 
 // liveInstances are the executors of this process that are not closed: the

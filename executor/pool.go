@@ -551,7 +551,15 @@ func (p *pool) create(modules []string) (*sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, fail, err := p.e.roundTrip(ctx, sb, p.preloadFrame(modules), startupTimeout, false, preloadReplyLimit)
+	frame := p.preloadFrame(modules)
+	ask := p.kind == KindTransient && p.e.runner.ask()
+	if ask {
+		frame["runner_code"] = true
+	}
+	resp, fail, err := p.e.roundTrip(ctx, sb, frame, startupTimeout, false, preloadReplyLimit)
+	if ask && err == nil && fail == nil && !p.e.runner.keep(resp.RunnerCode) {
+		p.e.log.Debug("pool: the sandbox did not give the runner's compiled code")
+	}
 	switch {
 	case err != nil:
 		p.e.destroy(sb)

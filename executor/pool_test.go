@@ -322,3 +322,41 @@ func TestPoolArmsWorkers(t *testing.T) {
 		t.Errorf("import of a blocked module ran under an armed worker: %+v", res)
 	}
 }
+
+// The pool's first sandbox gives the executor the runner's compiled code;
+// the sandboxes made after it load that code instead of compiling the
+// source, and behave the same: a user error's traceback shows user frames
+// only, and the import guard (which tells the runner's frames by their
+// file name) still refuses a blocked module.
+func TestPoolHandsOutRunnerCode(t *testing.T) {
+	e, _ := poolExec(t, 2)
+	deadline := time.Now().Add(time.Minute)
+	for e.runner.code.Load() == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("no runner code after a minute (asked %d times)", e.runner.asks.Load())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for range 3 { // the sandboxes made before the code was there are used up
+		wantStatus(t, transient(t, e, Request{Code: "print(1)"}), "ok")
+	}
+	waitPoolFull(t, e)
+	loaded := e.Stats().RunnersLoaded
+	if loaded < 2 {
+		t.Fatalf("%d sandboxes loaded the runner's code (%d compiled it), want at least the 2 refills", loaded, e.Stats().RunnersCompiled)
+	}
+	res := transient(t, e, Request{Code: "def f(x):\n    return 1 / x\n\nf(0)\n"})
+	wantStatus(t, res, "error")
+	if res.Error == nil || res.Error.Type != "ZeroDivisionError" || res.Error.Line != 2 ||
+		!strings.Contains(res.Error.Traceback, "line 2, in f") || strings.Contains(res.Error.Traceback, "pdm-runner") {
+		t.Errorf("error from a sandbox that loaded the runner: %+v", res.Error)
+	}
+	code := "import importlib\nimportlib.import_module('socket')\n"
+	res = transient(t, e, Request{Code: code, Imports: gated(t, code), Modules: ModuleRules{Blocked: []string{"socket"}}})
+	if res.Status == "ok" || res.Error == nil || !strings.Contains(res.Error.Message, "socket") {
+		t.Errorf("a blocked module imported in a sandbox that loaded the runner: %+v", res)
+	}
+	if e.pool.hits.Load() < 4 {
+		t.Errorf("%d calls served from the pool, want the sandboxes under test to be pooled ones", e.pool.hits.Load())
+	}
+}

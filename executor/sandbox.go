@@ -163,7 +163,7 @@ func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *
 		e.destroy(sb)
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	go sendRunner(sb.box.Stdin) // a runner that never reads it sends no ready frame
+	go e.sendRunner(sb.box.Stdin) // a runner that never reads it sends no ready frame
 	select {
 	case f, ok := <-sb.frames:
 		if !ok || f.err != nil {
@@ -173,12 +173,11 @@ func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *
 			}
 			return fail("start sandbox", fmt.Errorf("runner did not start: %v; runner stderr: %q", err, sb.stderr.String()))
 		}
-		var ready struct {
-			Op string `json:"op"`
-		}
+		var ready protocol.Ready
 		if err := json.Unmarshal(f.data, &ready); err != nil || ready.Op != "ready" {
 			return fail("start sandbox", fmt.Errorf("unexpected first frame from runner: %.200q", f.data))
 		}
+		e.runner.count(ready.Runner)
 		sb.waiting.Store(false)
 	case <-ctx.Done():
 		return fail("start sandbox", fmt.Errorf("waiting for the runner: %w", ctx.Err()))
@@ -186,12 +185,19 @@ func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *
 	return sb, nil
 }
 
-// sendRunner writes the runner's source to a new sandbox's stdin, where its
-// bootstrap (runnerCommand) reads it first. Nothing else is written to the
-// stream before the runner's ready frame, which comes after the source was
-// read; a sandbox that ends first closes the stream and the write fails.
-func sendRunner(stdin io.Writer) {
-	_, _ = io.WriteString(stdin, runner.Source)
+// sendRunner writes the runner's preamble to a new sandbox's stdin, where
+// its bootstrap (runnerCommand) reads it first: the source, and the
+// compiled code once a sandbox gave it (runnerCodes). Nothing else is written to the
+// stream before the runner's ready frame, which comes after the preamble
+// was read; a sandbox that ends first closes the stream and the write
+// fails.
+func (e *Executor) sendRunner(stdin io.Writer) {
+	var code []byte
+	var magic [4]byte
+	if c := e.runner.code.Load(); c != nil {
+		code, magic = c.code, c.magic
+	}
+	_ = protocol.WritePreamble(stdin, runner.Source, code, magic)
 }
 
 // createSandbox creates spec through the backend, in a leased network

@@ -13,7 +13,7 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
-	"github.com/python-docker-mcp/python-docker-mcp/executor/runner"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 )
 
 // Labels every sandbox carries. Kind is "transient" or "persistent"; Session
@@ -36,29 +36,50 @@ const (
 	KindPersistent = "persistent"
 )
 
-// runnerBootstrap reads the runner's source from stdin (as many bytes as
-// the next argument says; the protocol's frames follow it there) and
-// compiles it under its own file name, so tracebacks and the import guard
-// can tell its frames from user code's "<string>". The source used to be
-// the argument itself: Docker and containerd copy a container's command
-// line into every state file they write, and 84 KiB of it cost the
-// machine 20-50 ms of CPU per container.
+// runnerBootstrap reads the runner from stdin, where the executor writes
+// a preamble (protocol.WritePreamble) before the first frame: the runner's
+// source and, once the executor has it, the code an earlier sandbox
+// compiled from it (runnerCodes). It runs the code when its own Python's
+// magic number is the one the code was marshalled with, and compiles the
+// source otherwise (about 25 ms of CPU per sandbox), under the runner's
+// own file name either way, so tracebacks and the import guard can tell
+// its frames from user code's "<string>". _pdm_runner tells the runner's
+// ready frame which it was; _pdm_code is what the runner marshals when the
+// executor asks it for its code. The source is not an argument: Docker
+// and containerd copy a container's command line into every state file
+// they write, and 84 KiB of it cost the machine 20-50 ms of CPU per
+// container.
 const runnerBootstrap = `import os, sys
-_n = int(sys.argv.pop(1))
-_b = b""
-while len(_b) < _n:
-    _c = os.read(0, _n - len(_b))
-    if not _c:
-        raise SystemExit("runner: stdin ended before the runner's source")
-    _b += _c
-_c = compile(_b, "<pdm-runner>", "exec")
-del _n, _b
-exec(_c)
+del sys.argv[1]
+def _r(n):
+    b = bytearray()
+    while len(b) < n:
+        c = os.read(0, n - len(b))
+        if not c:
+            raise SystemExit("runner: stdin ended inside the runner's preamble")
+        b += c
+    return b
+_h = _r(12)
+_ns, _nc = int.from_bytes(_h[0:4], "big"), int.from_bytes(_h[4:8], "big")
+_b = _r(_ns + _nc)
+_pdm_code = None
+if _nc and bytes(_h[8:12]) == getattr(sys.modules.get("_frozen_importlib_external"), "MAGIC_NUMBER", None):
+    import marshal
+    try:
+        _pdm_code = marshal.loads(_b[_ns:])
+    except Exception:
+        _pdm_code = None
+_pdm_runner = "compiled" if _pdm_code is None else "loaded"
+if _pdm_code is None:
+    _pdm_code = compile(bytes(_b[:_ns]), "<pdm-runner>", "exec")
+del _r, _h, _ns, _nc, _b
+exec(_pdm_code)
 `
 
-// runnerCommand is every sandbox's command line; its stdin starts with
-// runner.Source (sendRunner).
-var runnerCommand = []string{"python3", "-I", "-B", "-c", runnerBootstrap, strconv.Itoa(len(runner.Source))}
+// runnerCommand is every sandbox's command line; its stdin starts with the
+// runner's preamble (sendRunner). The last argument, protocol.RunnerTag,
+// says so to whoever reads the command (a test's fake backend).
+var runnerCommand = []string{"python3", "-I", "-B", "-c", runnerBootstrap, protocol.RunnerTag}
 
 // Limits are the resource limits of one run. A zero field means the
 // operator's value from config.Docker; a request may lower a limit, never

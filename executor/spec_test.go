@@ -1,9 +1,11 @@
 package executor
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
+	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +15,7 @@ import (
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
-	"github.com/python-docker-mcp/python-docker-mcp/executor/runner"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 )
 
 // hardening is the part of a container spec the sandbox's safety rests on.
@@ -143,8 +145,8 @@ func TestContainerSpec(t *testing.T) {
 			if diff := cmp.Diff(want, hardeningOf(c, h)); diff != "" {
 				t.Errorf("hardening (-want +got):\n%s", diff)
 			}
-			if got := c.Entrypoint; len(got) != 6 || got[0] != "python3" || got[5] != strconv.Itoa(len(runner.Source)) {
-				t.Errorf("entrypoint = %.60q, want python3 -I -B -c <bootstrap> <length of the runner's source>", got)
+			if got := c.Entrypoint; len(got) != 6 || got[0] != "python3" || got[5] != protocol.RunnerTag {
+				t.Errorf("entrypoint = %.60q, want python3 -I -B -c <bootstrap> %s", got, protocol.RunnerTag)
 			}
 			if !c.OpenStdin || !c.StdinOnce || c.Tty {
 				t.Errorf("stdin: OpenStdin %v StdinOnce %v Tty %v, want true true false", c.OpenStdin, c.StdinOnce, c.Tty)
@@ -163,6 +165,60 @@ func TestRunnerNotInCommand(t *testing.T) {
 		if len(a) > 1024 {
 			t.Errorf("a command-line argument of %d bytes (%.40q...)", len(a), a)
 		}
+	}
+}
+
+// The bootstrap runs the preamble's code when its Python's magic number
+// is the code's, compiles the source otherwise (no code, another magic,
+// code that does not load), names the runner's file "<pdm-runner>" either
+// way, and leaves stdin just after the preamble. Run with the host's
+// python3: the bootstrap is plain Python.
+func TestRunnerBootstrap(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Fatalf("this test runs the bootstrap with the host's python3: %v", err)
+	}
+	probe := `import sys
+print(_pdm_runner, sys._getframe().f_code.co_filename, %q, sys.argv, sys.stdin.buffer.read())
+`
+	source, compiled := fmt.Sprintf(probe, "from source"), fmt.Sprintf(probe, "from code")
+	cmd := exec.Command("python3", "-I", "-c", `import importlib.util, marshal, sys
+sys.stdout.buffer.write(importlib.util.MAGIC_NUMBER + marshal.dumps(compile(sys.stdin.read(), "<pdm-runner>", "exec")))`)
+	cmd.Stdin = strings.NewReader(compiled)
+	out, err := cmd.Output()
+	if err != nil || len(out) < 5 {
+		t.Fatalf("compile with the host's python3: %v (%d bytes)", err, len(out))
+	}
+	magic, code := [4]byte(out[:4]), out[4:]
+	other := magic
+	other[0] ^= 0xff
+	tests := []struct {
+		name  string
+		code  []byte
+		magic [4]byte
+		want  string
+	}{
+		{"no code", nil, magic, "compiled <pdm-runner> from source"},
+		{"code", code, magic, "loaded <pdm-runner> from code"},
+		{"another Python's code", code, other, "compiled <pdm-runner> from source"},
+		{"code that does not load", []byte("not marshal"), magic, "compiled <pdm-runner> from source"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var in bytes.Buffer
+			if err := protocol.WritePreamble(&in, source, tt.code, tt.magic); err != nil {
+				t.Fatal(err)
+			}
+			in.WriteString("first frame")
+			cmd := exec.Command(runnerCommand[0], runnerCommand[1:]...)
+			cmd.Stdin = &in
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("bootstrap: %v: %s", err, out)
+			}
+			if want := tt.want + " ['-c'] b'first frame'\n"; string(out) != want {
+				t.Errorf("got %q, want %q", out, want)
+			}
+		})
 	}
 }
 

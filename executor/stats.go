@@ -14,6 +14,11 @@ type Stats struct {
 	// is neither.
 	SandboxStarts        int64
 	SandboxStartFailures int64
+	// RunnersLoaded counts sandboxes whose runner ran the code an earlier
+	// sandbox compiled; RunnersCompiled those that compiled its source
+	// (every sandbox until the executor has the code).
+	RunnersLoaded   int64
+	RunnersCompiled int64
 	// Sandboxes are the containers running now (pooled, transient, sessions).
 	Sandboxes int
 	// Sessions are the persistent sessions held now.
@@ -55,6 +60,8 @@ func (e *Executor) Stats() Stats {
 	st := Stats{
 		SandboxStarts:        e.counts.starts.Load(),
 		SandboxStartFailures: e.counts.failures.Load(),
+		RunnersLoaded:        e.runner.loaded.Load(),
+		RunnersCompiled:      e.runner.compiled.Load(),
 	}
 	for _, p := range []*pool{e.pool, e.spool} {
 		if p == nil {

@@ -83,14 +83,19 @@ func ReadFrame(r io.Reader, limit func() int64) ([]byte, error) {
 	return data, nil
 }
 
-// Ready is the runner's first frame.
+// Ready is the runner's first frame. Runner is "loaded" when the bootstrap
+// ran the compiled code of the preamble, "compiled" when it compiled the
+// source.
 type Ready struct {
-	Op string `json:"op"`
+	Op     string `json:"op"`
+	Runner string `json:"runner"`
 }
 
 // Reply is the runner's answer to one request. Which fields are set
-// depends on the op: run fills the output fields, preload Failed, parse
-// Syntax, read Data, list Entries.
+// depends on the op: run fills the output fields, preload Failed (and
+// RunnerCode when the request set "runner_code": the runner's Python's
+// 4-byte magic number, then its marshalled code), parse Syntax, read
+// Data, list Entries.
 type Reply struct {
 	ID              uint64          `json:"id"`
 	Nonce           string          `json:"nonce"`
@@ -109,6 +114,7 @@ type Reply struct {
 	StateLost       bool            `json:"state_lost"`
 	Armed           bool            `json:"armed"` // run: the worker had installed the call's guard ahead of it
 	Failed          []string        `json:"failed"`
+	RunnerCode      []byte          `json:"runner_code"`
 	Syntax          *SyntaxError    `json:"syntax"`
 	Data            []byte          `json:"data"`
 	Entries         []Entry         `json:"entries"`

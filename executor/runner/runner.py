@@ -1,8 +1,10 @@
 # python-docker-mcp sandbox runner.
 #
-# Started as `python3 -I -B -c <bootstrap> <length of this source>` as the
-# sandbox container's process 1; the bootstrap reads this source from stdin
-# first. After it, the runner speaks length-prefixed JSON frames (4-byte
+# Started as `python3 -I -B -c <bootstrap> pdm-runner` as the sandbox
+# container's process 1; the bootstrap reads a preamble from stdin first:
+# this source and, when the executor has it, the code an earlier sandbox
+# compiled from it (see runnerBootstrap in executor/spec.go). After it,
+# the runner speaks length-prefixed JSON frames (4-byte
 # big-endian length, then UTF-8 JSON) on the stdin/stdout the container was
 # started with. Runner diagnostics go to the original stderr.
 #
@@ -1656,7 +1658,10 @@ class _Runner:
             os._exit(0)
 
     def serve(self):
-        _send({"op": "ready", "pid": _PID, "python": sys.version.split()[0]})
+        # "runner": whether the bootstrap loaded the executor's compiled
+        # code or compiled the source itself.
+        _send({"op": "ready", "pid": _PID, "python": sys.version.split()[0],
+               "runner": globals().get("_pdm_runner", "compiled")})
         # What every session worker's first call would otherwise pay (the
         # metadata finder's import), paid once here.
         if not _TRANSIENT:
@@ -1760,6 +1765,17 @@ class _Runner:
         inherit them. Module rules do not apply: the list comes from the
         server's configuration, not from a request."""
         failed = []
+        resp = {"status": "ok", "failed": failed}
+        if req.get("runner_code"):
+            # The executor asks a fresh sandbox, before anything else has
+            # run in it, for the code its bootstrap compiled, and hands it
+            # to later sandboxes: this Python's magic number, then the
+            # marshalled code. Taken before the imports below.
+            code = globals().get("_pdm_code")
+            if isinstance(code, types.CodeType):
+                import marshal
+                magic = sys.modules["_frozen_importlib_external"].MAGIC_NUMBER
+                resp["runner_code"] = base64.b64encode(magic + marshal.dumps(code)).decode("ascii")
         if self.worker is not None:
             self.worker.kill()
             self.worker = None
@@ -1771,7 +1787,7 @@ class _Runner:
             except BaseException as e:  # noqa: BLE001
                 failed.append("%s: %s: %s" % (name, type(e).__name__, e))
         _reap(None)
-        return {"status": "ok", "failed": failed}
+        return resp
 
     def run(self, req):
         t0 = time.perf_counter()

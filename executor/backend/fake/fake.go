@@ -408,16 +408,14 @@ type request struct {
 }
 
 // run is the fake runner: ready, then one reply per request. Like the
-// executor's runner, whose command's last argument is the length of its
-// source, which the bootstrap reads from stdin first, it first skips that
-// many bytes of stdin when the last argument is a number.
+// executor's runner, whose command ends in protocol.RunnerTag and whose
+// bootstrap reads a preamble from stdin first, it first skips the preamble
+// when the command ends so.
 func (x *box) run() {
-	if c := x.spec.Command; len(c) > 0 {
-		if n, err := strconv.ParseInt(c[len(c)-1], 10, 64); err == nil && n > 0 {
-			if _, err := io.CopyN(io.Discard, x.stdinR, n); err != nil {
-				x.exit(1, false)
-				return
-			}
+	if c := x.spec.Command; len(c) > 0 && c[len(c)-1] == protocol.RunnerTag {
+		if protocol.SkipPreamble(x.stdinR) != nil {
+			x.exit(1, false)
+			return
 		}
 	}
 	reqs := make(chan request)
