@@ -149,13 +149,14 @@ var (
 	descPoolMisses  = prometheus.NewDesc(Namespace+"_pool_misses_total", "Calls that found the pool empty (or asked for other limits) and started a cold sandbox, by kind.", []string{"kind"}, nil)
 	descStarts      = prometheus.NewDesc(Namespace+"_sandbox_starts_total", "Sandbox starts attempted (pooled and cold).", nil, nil)
 	descStartFails  = prometheus.NewDesc(Namespace+"_sandbox_start_failures_total", "Sandbox starts that failed (Docker error, missing image, runner not ready).", nil, nil)
+	descRunners     = prometheus.NewDesc(Namespace+"_sandbox_runners_total", "Sandboxes whose runner loaded the code an earlier sandbox compiled (runner=loaded) or compiled its source (runner=compiled).", []string{"runner"}, nil)
 	descSandboxes   = prometheus.NewDesc(Namespace+"_sandboxes", "Sandbox containers running now.", nil, nil)
 	descSessions    = prometheus.NewDesc(Namespace+"_sandbox_sessions", "Persistent sandbox sessions held now.", nil, nil)
 	descMCPSessions = prometheus.NewDesc(Namespace+"_mcp_sessions", "Live MCP sessions (Streamable HTTP sessions issued and not terminated; 1 over stdio).", nil, nil)
 )
 
 func (s *scrape) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPoolSize, descPoolIdle, descPoolHits, descPoolMisses, descStarts, descStartFails, descSandboxes, descSessions, descMCPSessions} {
+	for _, d := range []*prometheus.Desc{descPoolSize, descPoolIdle, descPoolHits, descPoolMisses, descStarts, descStartFails, descRunners, descSandboxes, descSessions, descMCPSessions} {
 		ch <- d
 	}
 }
@@ -171,6 +172,8 @@ func (s *scrape) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descStarts, prometheus.CounterValue, float64(st.SandboxStarts))
 		ch <- prometheus.MustNewConstMetric(descStartFails, prometheus.CounterValue, float64(st.SandboxStartFailures))
+		ch <- prometheus.MustNewConstMetric(descRunners, prometheus.CounterValue, float64(st.RunnersLoaded), "loaded")
+		ch <- prometheus.MustNewConstMetric(descRunners, prometheus.CounterValue, float64(st.RunnersCompiled), "compiled")
 		ch <- prometheus.MustNewConstMetric(descSandboxes, prometheus.GaugeValue, float64(st.Sandboxes))
 		ch <- prometheus.MustNewConstMetric(descSessions, prometheus.GaugeValue, float64(st.Sessions))
 	}

@@ -49,7 +49,7 @@ func TestExposition(t *testing.T) {
 	m := New(Sources{
 		Executor: func() executor.Stats {
 			return executor.Stats{Pools: []executor.PoolStats{{Kind: "transient", Size: 2, Idle: 1, Hits: 5, Misses: 3}},
-				SandboxStarts: 9, SandboxStartFailures: 1, Sandboxes: 4, Sessions: 2}
+				SandboxStarts: 9, SandboxStartFailures: 1, RunnersLoaded: 7, RunnersCompiled: 2, Sandboxes: 4, Sessions: 2}
 		},
 		MCPSessions: func() int { return 3 },
 	})
@@ -74,10 +74,15 @@ python_docker_mcp_mcp_sessions 3
 # HELP python_docker_mcp_sandbox_start_failures_total Sandbox starts that failed (Docker error, missing image, runner not ready).
 # TYPE python_docker_mcp_sandbox_start_failures_total counter
 python_docker_mcp_sandbox_start_failures_total 1
+# HELP python_docker_mcp_sandbox_runners_total Sandboxes whose runner loaded the code an earlier sandbox compiled (runner=loaded) or compiled its source (runner=compiled).
+# TYPE python_docker_mcp_sandbox_runners_total counter
+python_docker_mcp_sandbox_runners_total{runner="compiled"} 2
+python_docker_mcp_sandbox_runners_total{runner="loaded"} 7
 `
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want),
 		"python_docker_mcp_policy_denials_total", "python_docker_mcp_pool_misses_total",
-		"python_docker_mcp_mcp_sessions", "python_docker_mcp_sandbox_start_failures_total"); err != nil {
+		"python_docker_mcp_mcp_sessions", "python_docker_mcp_sandbox_start_failures_total",
+		"python_docker_mcp_sandbox_runners_total"); err != nil {
 		t.Error(err)
 	}
 	if n := testutil.CollectAndCount(m.calls); n != 1 {
