@@ -13,7 +13,9 @@ type runnerCode struct {
 
 // maxRunnerCodeAsks caps how often an executor asks a sandbox for the
 // runner's code before it leaves every sandbox to compile the source
-// (an image whose runner cannot answer, a fake backend).
+// (an image whose runner cannot answer, a fake backend). The transient
+// pool asks in its sandboxes' first preload; without a pool, start asks
+// in a preload of nothing.
 const maxRunnerCodeAsks = 3
 
 // runnerCodes is what the executor knows of the runner's code: the code

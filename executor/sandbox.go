@@ -182,6 +182,21 @@ func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *
 	case <-ctx.Done():
 		return fail("start sandbox", fmt.Errorf("waiting for the runner: %w", ctx.Err()))
 	}
+	if e.pool == nil && e.runner.ask() {
+		// Without a transient pool to ask, the executor's first fresh
+		// sandboxes are asked for the runner's compiled code, before
+		// anything else runs in them (a preload of nothing: one round
+		// trip of a few ms, at most maxRunnerCodeAsks times).
+		resp, f, err := e.roundTrip(ctx, sb, map[string]any{"op": "preload", "modules": []string{}, "runner_code": true}, startupTimeout, false, preloadReplyLimit)
+		switch {
+		case f != nil:
+			return fail("start sandbox", errors.New(f.reason))
+		case err != nil:
+			return fail("start sandbox", err)
+		case !e.runner.keep(resp.RunnerCode):
+			e.log.Debug("the sandbox did not give the runner's compiled code")
+		}
+	}
 	return sb, nil
 }
 

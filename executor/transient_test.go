@@ -219,3 +219,19 @@ open("out.txt", "w").write("hi")
 		t.Errorf("files (-want +got):\n%s", diff)
 	}
 }
+
+// Without a pool, the executor's first sandbox is asked for the runner's
+// compiled code and the sandboxes after it load it.
+func TestColdSandboxesLoadRunnerCode(t *testing.T) {
+	e, _ := newExec(t, nil)
+	for i := range 3 {
+		res := transient(t, e, Request{Code: "print(" + strconv.Itoa(i) + ")"})
+		wantStatus(t, res, "ok")
+		if res.Stdout != strconv.Itoa(i)+"\n" {
+			t.Errorf("call %d: stdout %q", i, res.Stdout)
+		}
+	}
+	if st := e.Stats(); st.RunnersCompiled != 1 || st.RunnersLoaded != 2 {
+		t.Errorf("runners compiled %d, loaded %d; want 1 (the first sandbox, asked for its code) and 2", st.RunnersCompiled, st.RunnersLoaded)
+	}
+}
