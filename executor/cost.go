@@ -12,6 +12,7 @@ import (
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 )
 
@@ -47,6 +48,9 @@ func (e *Executor) MeasureSandbox(ctx context.Context, modules []string, preload
 	defer cancel()
 	meta := sandboxMeta{Kind: KindTransient, Instance: e.instance, PID: e.pid, Host: e.host, Created: time.Now()}
 	spec := sandboxSpec(e.cfg.Docker, lim, meta)
+	if lib := e.stdlib.vol.Load(); lib != nil {
+		spec.Volumes = append(spec.Volumes, backend.Volume{Name: lib.name, Path: lib.path, ReadOnly: true})
+	}
 	netns := ""
 	if e.leasesNetwork(meta) {
 		// As the executor's sandboxes do; a holder started here is made
@@ -124,12 +128,16 @@ func (e *Executor) MeasureSandbox(ctx context.Context, modules []string, preload
 			Status     string   `json:"status"`
 			Failed     []string `json:"failed"`
 			RunnerCode []byte   `json:"runner_code"`
+			Stdlib     string   `json:"stdlib"`
 		}
 		if err := readCostFrame(pr, &resp); err != nil || resp.Status != "ok" || len(resp.Failed) > 0 {
 			return nil, fmt.Errorf("preload %v: status %q, failed %v, %v", modules, resp.Status, resp.Failed, err)
 		}
 		if ask {
 			e.runner.keep(resp.RunnerCode)
+			if resp.Stdlib != "" {
+				e.makeStdlibVolume(ctx, resp.Stdlib) // before the next sandbox, as a pool's sandboxes soon have it
+			}
 		}
 		if preload {
 			mark("preload")

@@ -197,6 +197,7 @@ type Executor struct {
 	armed     atomic.Int64   // runs whose worker had installed their guard ahead (a pooled spare)
 	counts    startCounters  // for Stats
 	runner    runnerCodes    // the runner's compiled code, handed to new sandboxes
+	stdlib    stdlibState    // the standard library volume Docker sandboxes mount
 }
 
 // liveInstances are the executors of this process that are not closed: the

@@ -598,7 +598,7 @@ func (e *Executor) removeVolume(name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := e.docker.VolumeRemove(ctx, name, client.VolumeRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
-		e.log.Warn("remove package volume", "volume", name, "err", err)
+		e.log.Warn("remove volume", "volume", name, "err", err)
 	}
 }
 
@@ -611,23 +611,26 @@ func (e *Executor) sessionGone(id string) bool {
 	return !ok || s.closed
 }
 
-// reapVolumes removes package volumes that keep is false for (by label).
+// reapVolumes removes package volumes and standard library volumes
+// (stdlibvol.go) that keep is false for (by label).
 func (e *Executor) reapVolumes(ctx context.Context, keep func(labels map[string]string) bool) int {
 	if e.docker == nil {
 		return 0
 	}
-	list, err := e.docker.VolumeList(ctx, client.VolumeListOptions{Filters: make(client.Filters).Add("label", LabelKind+"="+KindPackages)})
-	if err != nil {
-		e.log.Warn("list package volumes", "err", err)
-		return 0
-	}
 	n := 0
-	for _, v := range list.Items {
-		if keep(v.Labels) {
+	for _, kind := range []string{KindPackages, KindStdlib} {
+		list, err := e.docker.VolumeList(ctx, client.VolumeListOptions{Filters: make(client.Filters).Add("label", LabelKind+"="+kind)})
+		if err != nil {
+			e.log.Warn("list volumes", "kind", kind, "err", err)
 			continue
 		}
-		e.removeVolume(v.Name)
-		n++
+		for _, v := range list.Items {
+			if keep(v.Labels) {
+				continue
+			}
+			e.removeVolume(v.Name)
+			n++
+		}
 	}
 	return n
 }

@@ -557,8 +557,16 @@ func (p *pool) create(modules []string) (*sandbox, error) {
 		frame["runner_code"] = true
 	}
 	resp, fail, err := p.e.roundTrip(ctx, sb, frame, startupTimeout, false, preloadReplyLimit)
-	if ask && err == nil && fail == nil && !p.e.runner.keep(resp.RunnerCode) {
-		p.e.log.Debug("pool: the sandbox did not give the runner's compiled code")
+	if ask && err == nil && fail == nil {
+		if !p.e.runner.keep(resp.RunnerCode) {
+			p.e.log.Debug("pool: the sandbox did not give the runner's compiled code")
+		}
+		if resp.Stdlib != "" && p.e.docker != nil && p.e.bgAdd() {
+			go func() {
+				defer p.e.bg.Done()
+				p.e.makeStdlibVolume(context.Background(), resp.Stdlib)
+			}()
+		}
 	}
 	switch {
 	case err != nil:

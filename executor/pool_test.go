@@ -360,3 +360,43 @@ func TestPoolHandsOutRunnerCode(t *testing.T) {
 		t.Errorf("%d calls served from the pool, want the sandboxes under test to be pooled ones", e.pool.hits.Load())
 	}
 }
+
+// With a pool, the executor copies the image's standard library into a
+// volume of its own once, and the sandboxes made after that mount it
+// read-only over the image's directory; Close removes the volume.
+func TestStdlibVolume(t *testing.T) {
+	e, cli := poolExec(t, 2)
+	deadline := time.Now().Add(time.Minute)
+	for e.stdlib.vol.Load() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no standard library volume after a minute")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	lib := e.stdlib.vol.Load()
+	for range 3 { // the sandboxes made before the volume are used up
+		wantStatus(t, transient(t, e, Request{Code: "print(1)"}), "ok")
+	}
+	waitPoolFull(t, e)
+	code := `import os
+lib = os.path.dirname(os.__file__)
+opts = [l.split()[5] for l in open("/proc/self/mountinfo") if l.split()[4] == lib]
+try:
+    open(os.path.join(lib, "planted.py"), "w")
+    wrote = True
+except OSError:
+    wrote = False
+import json, email.parser
+print(lib, opts[-1].split(",")[0] if opts else "not a mount", wrote)`
+	res := transient(t, e, Request{Code: code, Imports: gated(t, code)})
+	wantStatus(t, res, "ok")
+	if want := lib.path + " ro False\n"; res.Stdout != want {
+		t.Errorf("a pooled sandbox's standard library (path, mount option, written): %q, want %q", res.Stdout, want)
+	}
+	if err := e.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.VolumeInspect(context.Background(), lib.name, client.VolumeInspectOptions{}); err == nil {
+		t.Errorf("volume %s left after Close", lib.name)
+	}
+}

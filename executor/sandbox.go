@@ -130,6 +130,21 @@ func (e *Executor) dockerErr(op string, err error) error {
 // ready frame. On failure nothing is left behind.
 func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *sandbox, err error) {
 	defer func() { e.counts.countStart(err) }()
+	lib := e.stdlib.vol.Load()
+	sb, err := e.startWith(ctx, meta, lim, lib)
+	if err != nil && lib != nil && err != ErrClosed && ctx.Err() == nil && e.stdlib.vol.CompareAndSwap(lib, nil) {
+		// The volume may have been removed behind the executor's back
+		// (docker volume prune while no sandbox ran): Docker would then
+		// mount an empty one. Sandboxes read the image's own from now on.
+		e.log.Warn("a sandbox that mounts the standard library volume did not start; sandboxes read the image's own from now on", "volume", lib.name, "err", err)
+		sb, err = e.startWith(ctx, meta, lim, nil)
+	}
+	return sb, err
+}
+
+// startWith is start, with lib (when not nil) mounted read-only over the
+// image's standard library.
+func (e *Executor) startWith(ctx context.Context, meta sandboxMeta, lim Limits, lib *stdlibVolume) (*sandbox, error) {
 	meta.Instance, meta.PID, meta.Host = e.instance, e.pid, e.host
 	e.self.stamp(&meta)
 	if meta.Created.IsZero() {
@@ -141,6 +156,9 @@ func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *
 	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
 	spec := sandboxSpec(e.cfg.Docker, lim, meta)
+	if lib != nil && e.docker != nil {
+		spec.Volumes = append(spec.Volumes, backend.Volume{Name: lib.name, Path: lib.path, ReadOnly: true})
+	}
 	shared := e.sharesSessions(meta.Kind)
 	if shared {
 		spec.Detachable = true

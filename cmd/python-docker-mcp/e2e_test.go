@@ -148,7 +148,8 @@ func structured(t *testing.T, r *sdk.CallToolResult) map[string]any {
 
 // containers counts the containers of the server process pid (other
 // tests' and other servers' may exist at the same time); holders of
-// network namespaces only when withHolders.
+// network namespaces, and the container that fills the standard library
+// volume (created and removed at once), only when withHolders.
 func containers(t *testing.T, cli *client.Client, pid int, withHolders bool) int {
 	t.Helper()
 	f := make(client.Filters).Add("label", executor.LabelKind).Add("label", fmt.Sprintf("%s=%d", executor.LabelPID, pid))
@@ -158,7 +159,7 @@ func containers(t *testing.T, cli *client.Client, pid int, withHolders bool) int
 	}
 	n := 0
 	for _, c := range l.Items {
-		if withHolders || c.Labels[executor.LabelKind] != executor.KindNetwork {
+		if k := c.Labels[executor.LabelKind]; withHolders || (k != executor.KindNetwork && k != executor.KindStdlib) {
 			n++
 		}
 	}

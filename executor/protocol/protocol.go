@@ -92,10 +92,11 @@ type Ready struct {
 }
 
 // Reply is the runner's answer to one request. Which fields are set
-// depends on the op: run fills the output fields, preload Failed (and
-// RunnerCode when the request set "runner_code": the runner's Python's
-// 4-byte magic number, then its marshalled code), parse Syntax, read
-// Data, list Entries.
+// depends on the op: run fills the output fields, preload Failed (and,
+// when the request set "runner_code", RunnerCode: the runner's Python's
+// 4-byte magic number, then its marshalled code; and Stdlib: the
+// directory of its standard library), parse Syntax, read Data, list
+// Entries.
 type Reply struct {
 	ID              uint64          `json:"id"`
 	Nonce           string          `json:"nonce"`
@@ -115,6 +116,7 @@ type Reply struct {
 	Armed           bool            `json:"armed"` // run: the worker had installed the call's guard ahead of it
 	Failed          []string        `json:"failed"`
 	RunnerCode      []byte          `json:"runner_code"`
+	Stdlib          string          `json:"stdlib"`
 	Syntax          *SyntaxError    `json:"syntax"`
 	Data            []byte          `json:"data"`
 	Entries         []Entry         `json:"entries"`

@@ -1776,6 +1776,9 @@ class _Runner:
                 import marshal
                 magic = sys.modules["_frozen_importlib_external"].MAGIC_NUMBER
                 resp["runner_code"] = base64.b64encode(magic + marshal.dumps(code)).decode("ascii")
+            # Where this image keeps its standard library: the executor may
+            # mount a copy of it from a volume (see stdlibvol.go).
+            resp["stdlib"] = os.path.dirname(os.__file__)
         if self.worker is not None:
             self.worker.kill()
             self.worker = None
