@@ -99,9 +99,7 @@ func (e *Executor) makeStdlibVolume(ctx context.Context, p string) {
 		e.removeVolume(name)
 		return
 	}
-	if _, err := e.docker.ContainerRemove(ctx, created.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
-		e.log.Warn("remove the container that filled the standard library volume", "id", created.ID, "err", err)
-	}
+	e.removeContainer(created.ID) // retried at Close when it fails
 	e.stdlib.vol.Store(&stdlibVolume{name: name, path: p})
 	e.log.Debug("sandboxes mount the standard library from a volume", "volume", name, "path", p)
 }
