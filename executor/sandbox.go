@@ -220,10 +220,10 @@ func (e *Executor) startWith(ctx context.Context, meta sandboxMeta, lim Limits, 
 
 // sendRunner writes the runner's preamble to a new sandbox's stdin, where
 // its bootstrap (runnerCommand) reads it first: the source, and the
-// compiled code once a sandbox gave it (runnerCodes). Nothing else is written to the
-// stream before the runner's ready frame, which comes after the preamble
-// was read; a sandbox that ends first closes the stream and the write
-// fails.
+// compiled code once a sandbox gave it (runnerCodes). Nothing else is
+// written to the stream before the runner's ready frame, which comes
+// after the preamble was read; a sandbox that ends first closes the
+// stream and the write fails.
 func (e *Executor) sendRunner(stdin io.Writer) {
 	var code []byte
 	var magic [4]byte
