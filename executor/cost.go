@@ -2,7 +2,6 @@ package executor
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,8 +11,8 @@ import (
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
-	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 )
 
 // Phase is one step of a sandbox's life as MeasureSandbox saw it.
@@ -48,9 +47,7 @@ func (e *Executor) MeasureSandbox(ctx context.Context, modules []string, preload
 	defer cancel()
 	meta := sandboxMeta{Kind: KindTransient, Instance: e.instance, PID: e.pid, Host: e.host, Created: time.Now()}
 	spec := sandboxSpec(e.cfg.Docker, lim, meta)
-	if lib := e.stdlib.vol.Load(); lib != nil {
-		spec.Volumes = append(spec.Volumes, backend.Volume{Name: lib.name, Path: lib.path, ReadOnly: true})
-	}
+	e.stdlib.vol.Load().mountIn(&spec)
 	netns := ""
 	if e.leasesNetwork(meta) {
 		// As the executor's sandboxes do; a holder started here is made
@@ -104,9 +101,7 @@ func (e *Executor) MeasureSandbox(ctx context.Context, modules []string, preload
 	}
 	mark("start")
 	go e.sendRunner(att.HijackedResponse.Conn)
-	var ready struct {
-		Op string `json:"op"`
-	}
+	var ready protocol.Ready
 	if err := readCostFrame(pr, &ready); err != nil || ready.Op != "ready" {
 		return nil, fmt.Errorf("start sandbox: no ready frame from the runner (%v, op %q)", err, ready.Op)
 	}
@@ -124,12 +119,7 @@ func (e *Executor) MeasureSandbox(ctx context.Context, modules []string, preload
 		if err := writeFrame(att.HijackedResponse.Conn, req); err != nil {
 			return nil, fmt.Errorf("preload: %w", err)
 		}
-		var resp struct {
-			Status     string   `json:"status"`
-			Failed     []string `json:"failed"`
-			RunnerCode []byte   `json:"runner_code"`
-			Stdlib     string   `json:"stdlib"`
-		}
+		var resp protocol.Reply
 		if err := readCostFrame(pr, &resp); err != nil || resp.Status != "ok" || len(resp.Failed) > 0 {
 			return nil, fmt.Errorf("preload %v: status %q, failed %v, %v", modules, resp.Status, resp.Failed, err)
 		}
@@ -153,16 +143,8 @@ func (e *Executor) MeasureSandbox(ctx context.Context, modules []string, preload
 
 // readCostFrame reads one frame (at most 1 MiB) into v.
 func readCostFrame(r io.Reader, v any) error {
-	var head [4]byte
-	if _, err := io.ReadFull(r, head[:]); err != nil {
-		return err
-	}
-	n := binary.BigEndian.Uint32(head[:])
-	if n > 1<<20 {
-		return fmt.Errorf("a frame of %d bytes", n)
-	}
-	data := make([]byte, n)
-	if _, err := io.ReadFull(r, data); err != nil {
+	data, err := readFrame(r, func() int64 { return 1 << 20 })
+	if err != nil {
 		return err
 	}
 	return json.Unmarshal(data, v)

@@ -617,20 +617,18 @@ func (e *Executor) reapVolumes(ctx context.Context, keep func(labels map[string]
 	if e.docker == nil {
 		return 0
 	}
+	list, err := e.docker.VolumeList(ctx, client.VolumeListOptions{Filters: make(client.Filters).Add("label", LabelKind)})
+	if err != nil {
+		e.log.Warn("list volumes", "err", err)
+		return 0
+	}
 	n := 0
-	for _, kind := range []string{KindPackages, KindStdlib} {
-		list, err := e.docker.VolumeList(ctx, client.VolumeListOptions{Filters: make(client.Filters).Add("label", LabelKind+"="+kind)})
-		if err != nil {
-			e.log.Warn("list volumes", "kind", kind, "err", err)
+	for _, v := range list.Items {
+		if k := v.Labels[LabelKind]; (k != KindPackages && k != KindStdlib) || keep(v.Labels) {
 			continue
 		}
-		for _, v := range list.Items {
-			if keep(v.Labels) {
-				continue
-			}
-			e.removeVolume(v.Name)
-			n++
-		}
+		e.removeVolume(v.Name)
+		n++
 	}
 	return n
 }

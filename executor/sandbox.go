@@ -156,8 +156,8 @@ func (e *Executor) startWith(ctx context.Context, meta sandboxMeta, lim Limits, 
 	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
 	spec := sandboxSpec(e.cfg.Docker, lim, meta)
-	if lib != nil && e.docker != nil {
-		spec.Volumes = append(spec.Volumes, backend.Volume{Name: lib.name, Path: lib.path, ReadOnly: true})
+	if e.docker != nil {
+		lib.mountIn(&spec)
 	}
 	shared := e.sharesSessions(meta.Kind)
 	if shared {

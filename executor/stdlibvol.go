@@ -10,6 +10,7 @@ import (
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 )
 
@@ -29,6 +30,14 @@ const KindStdlib = "stdlib"
 type stdlibVolume struct {
 	name string // the volume
 	path string // where the image has its standard library
+}
+
+// mountIn has spec mount the volume read-only over the standard library;
+// nothing when v is nil.
+func (v *stdlibVolume) mountIn(spec *backend.Spec) {
+	if v != nil {
+		spec.Volumes = append(spec.Volumes, backend.Volume{Name: v.name, Path: v.path, ReadOnly: true})
+	}
 }
 
 // stdlibState is what the executor knows of its standard library volume.
