@@ -81,18 +81,14 @@ func (e *Executor) makeStdlibVolume(ctx context.Context, p string) {
 	if e.docker == nil || !e.stdlib.tried.CompareAndSwap(false, true) {
 		return
 	}
-	workdir := e.cfg.Docker.WorkingDir
-	if workdir == "" {
-		workdir = "/workspace" // as sandboxSpec
-	}
-	if !stdlibPathOK(p, workdir) {
+	meta := sandboxMeta{Kind: KindStdlib, Instance: e.instance, PID: e.pid, Host: e.host, Created: time.Now()}
+	e.self.stamp(&meta)
+	spec := sandboxSpec(e.cfg.Docker, Limits{Memory: 16 << 20, CPUs: 0.1, Pids: 4}, meta)
+	if !stdlibPathOK(p, spec.WorkingDir) {
 		e.log.Warn("the sandbox's standard library is not where a volume can be mounted; sandboxes read the image's own", "path", p)
 		return
 	}
 	name := e.stdlibVolumeName()
-	meta := sandboxMeta{Kind: KindStdlib, Instance: e.instance, PID: e.pid, Host: e.host, Created: time.Now()}
-	e.self.stamp(&meta)
-	spec := sandboxSpec(e.cfg.Docker, Limits{Memory: 16 << 20, CPUs: 0.1, Pids: 4}, meta)
 	spec.Command = []string{"python3", "-c", "pass"}
 	spec.Env = []string{"PATH=/usr/bin:/bin"}
 	cfg, host := docker.ContainerConfig(spec)
