@@ -6,11 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 )
@@ -35,77 +39,37 @@ type Phase struct {
 // cgroup). The container has the config's limits and this executor's
 // labels and is removed whatever happens. For `python-docker-mcp bench`;
 // safe for concurrent use, but measure one at a time for clean figures.
-func (e *Executor) MeasureSandbox(ctx context.Context, modules []string, preload bool, cpu func(id string) time.Duration) (phases []Phase, err error) {
-	if e.docker == nil {
-		return nil, errors.New("measuring a sandbox's phases needs the docker backend")
-	}
-	lim, err := resolveLimits(e.cfg.Docker, Limits{})
+func (e *Executor) MeasureSandbox(ctx context.Context, modules []string, preload bool, cpu func(id string) time.Duration) ([]Phase, error) {
+	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	defer cancel()
+	r, err := e.createMeasured(ctx, cpu, nil)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
-	defer cancel()
-	meta := sandboxMeta{Kind: KindTransient, Instance: e.instance, PID: e.pid, Host: e.host, Created: time.Now()}
-	spec := sandboxSpec(e.cfg.Docker, lim, meta)
-	e.stdlib.vol.Load().mountIn(&spec)
-	netns := ""
-	if e.leasesNetwork(meta) {
-		// As the executor's sandboxes do; a holder started here is made
-		// before the measuring starts, as it serves many sandboxes.
-		if netns, err = e.leaseNetwork(ctx); err != nil {
-			return nil, err
-		}
-		spec.JoinNetwork = netns
-	}
-	cfg, host := docker.ContainerConfig(spec)
-	id := ""
-	last, t := cpu(""), time.Now()
-	mark := func(name string) {
-		now, c := time.Now(), cpu(id)
-		phases = append(phases, Phase{Name: name, Wall: now.Sub(t), CPU: c - last})
-		t, last = now, c
-	}
-	created, err := e.docker.ContainerCreate(context.WithoutCancel(ctx), client.ContainerCreateOptions{Config: cfg, HostConfig: host})
-	if err != nil {
-		e.dropNetwork(netns)
-		return nil, e.dockerErr("create sandbox", err)
-	}
-	sb := &sandbox{id: created.ID, netns: netns, meta: meta, quit: make(chan struct{})}
-	if !e.track(sb) {
-		e.removeContainer(sb.id)
-		return nil, ErrClosed
-	}
-	id = sb.id
-	removed := false
-	defer func() {
-		if !removed {
-			e.destroy(sb)
-		}
-	}()
-	mark("create")
-	att, err := e.docker.ContainerAttach(ctx, id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	defer r.discard()
+	att, err := e.docker.ContainerAttach(ctx, r.sb.id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
 	if err != nil {
 		return nil, e.dockerErr("attach sandbox", err)
 	}
 	defer att.HijackedResponse.Close()
 	stop := context.AfterFunc(ctx, func() { att.HijackedResponse.Close() })
 	defer stop()
-	mark("attach")
+	r.mark("attach")
 	pr, pw := io.Pipe()
 	go func() {
 		_, err := stdcopy.StdCopy(pw, io.Discard, att.HijackedResponse.Reader)
 		pw.CloseWithError(errors.Join(err, io.EOF))
 	}()
-	if _, err := e.docker.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
+	if _, err := e.docker.ContainerStart(ctx, r.sb.id, client.ContainerStartOptions{}); err != nil {
 		return nil, e.dockerErr("start sandbox", err)
 	}
-	mark("start")
+	r.mark("start")
 	go e.sendRunner(att.HijackedResponse.Conn)
 	var ready protocol.Ready
 	if err := readCostFrame(pr, &ready); err != nil || ready.Op != "ready" {
 		return nil, fmt.Errorf("start sandbox: no ready frame from the runner (%v, op %q)", err, ready.Op)
 	}
-	mark("ready")
+	r.mark("ready")
 	// As the pool does, the first fresh sandbox is asked for the runner's
 	// compiled code, which the sandboxes after it load. Without a preload
 	// the ask is a round trip of its own, left out of the phases (the
@@ -130,15 +94,130 @@ func (e *Executor) MeasureSandbox(ctx context.Context, modules []string, preload
 			}
 		}
 		if preload {
-			mark("preload")
+			r.mark("preload")
 		} else {
-			t, last = time.Now(), cpu(id)
+			r.skip()
 		}
 	}
-	removed = true
-	e.destroy(sb)
-	mark("remove")
-	return phases, nil
+	r.remove()
+	return r.phases, nil
+}
+
+// EmptyCommand is what MeasureEmpty's container runs: nothing, at once.
+var EmptyCommand = []string{"true"}
+
+// MeasureEmpty lives through one container that does nothing: a sandbox's
+// spec (its hardening, limits and mounts, and the network namespace it
+// joins) running EmptyCommand instead of the runner, with nothing
+// attached. Its phases are create, start (the API call), exit (until the
+// process has exited) and remove. What it costs is Docker's own floor for
+// a container like a sandbox: with one container per call, no sandbox
+// costs this machine less. For `python-docker-mcp bench`, like
+// MeasureSandbox.
+func (e *Executor) MeasureEmpty(ctx context.Context, cpu func(id string) time.Duration) ([]Phase, error) {
+	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	defer cancel()
+	r, err := e.createMeasured(ctx, cpu, func(spec *backend.Spec) { spec.Command = slices.Clone(EmptyCommand) })
+	if err != nil {
+		return nil, err
+	}
+	defer r.discard()
+	wait := e.docker.ContainerWait(ctx, r.sb.id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
+	if _, err := e.docker.ContainerStart(ctx, r.sb.id, client.ContainerStartOptions{}); err != nil {
+		return nil, e.dockerErr("start an empty container", err)
+	}
+	r.mark("start")
+	select {
+	case res := <-wait.Result:
+		if res.StatusCode != 0 {
+			return nil, fmt.Errorf("empty container: %q exited with status %d, want 0: the image %s needs it on its PATH", strings.Join(EmptyCommand, " "), res.StatusCode, e.cfg.Docker.Image)
+		}
+	case err := <-wait.Error:
+		return nil, e.dockerErr("wait for an empty container", err)
+	}
+	r.mark("exit")
+	r.remove()
+	return r.phases, nil
+}
+
+// measured is one container that MeasureSandbox or MeasureEmpty lives
+// through, and its phases so far.
+type measured struct {
+	e       *Executor
+	sb      *sandbox
+	cpu     func(id string) time.Duration
+	phases  []Phase
+	t       time.Time
+	last    time.Duration
+	removed bool
+}
+
+// createMeasured creates a container from a transient sandbox's spec (the
+// config's limits, this executor's labels, the standard library volume
+// and, as the executor's sandboxes do, a leased network namespace) that
+// edit may change, and measures the create phase. A holder started for
+// it is made before the measuring starts, as it serves many sandboxes.
+// The caller defers discard.
+func (e *Executor) createMeasured(ctx context.Context, cpu func(id string) time.Duration, edit func(*backend.Spec)) (*measured, error) {
+	if e.docker == nil {
+		return nil, errors.New("measuring a sandbox's phases needs the docker backend")
+	}
+	lim, err := resolveLimits(e.cfg.Docker, Limits{})
+	if err != nil {
+		return nil, err
+	}
+	meta := sandboxMeta{Kind: KindTransient, Instance: e.instance, PID: e.pid, Host: e.host, Created: time.Now()}
+	spec := sandboxSpec(e.cfg.Docker, lim, meta)
+	e.stdlib.vol.Load().mountIn(&spec)
+	if edit != nil {
+		edit(&spec)
+	}
+	netns := ""
+	if e.leasesNetwork(meta) {
+		if netns, err = e.leaseNetwork(ctx); err != nil {
+			return nil, err
+		}
+		spec.JoinNetwork = netns
+	}
+	cfg, host := docker.ContainerConfig(spec)
+	r := &measured{e: e, cpu: cpu, t: time.Now(), last: cpu("")}
+	created, err := e.docker.ContainerCreate(context.WithoutCancel(ctx), client.ContainerCreateOptions{Config: cfg, HostConfig: host})
+	if err != nil {
+		e.dropNetwork(netns)
+		return nil, e.dockerErr("create sandbox", err)
+	}
+	r.sb = &sandbox{id: created.ID, netns: netns, meta: meta, quit: make(chan struct{})}
+	if !e.track(r.sb) {
+		e.removeContainer(r.sb.id)
+		return nil, ErrClosed
+	}
+	r.mark("create")
+	return r, nil
+}
+
+// mark ends phase name: the wall time and the CPU time since the last mark.
+func (r *measured) mark(name string) {
+	now, c := time.Now(), r.cpu(r.sb.id)
+	r.phases = append(r.phases, Phase{Name: name, Wall: now.Sub(r.t), CPU: c - r.last})
+	r.t, r.last = now, c
+}
+
+// skip leaves the time since the last mark out of every phase.
+func (r *measured) skip() { r.t, r.last = time.Now(), r.cpu(r.sb.id) }
+
+// remove removes the container as the executor does and measures the
+// remove phase.
+func (r *measured) remove() {
+	r.removed = true
+	r.e.destroy(r.sb)
+	r.mark("remove")
+}
+
+// discard removes the container unless remove did.
+func (r *measured) discard() {
+	if !r.removed {
+		r.e.destroy(r.sb)
+	}
 }
 
 // readCostFrame reads one frame (at most 1 MiB) into v.

@@ -1,0 +1,92 @@
+package executor
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// countingCPU is a cpu function for the measurements whose every reading
+// is one millisecond more than the last, so each phase should show 1 ms
+// (and the ids it was asked about are kept).
+type countingCPU struct {
+	n   time.Duration
+	ids []string
+}
+
+func (c *countingCPU) read(id string) time.Duration {
+	c.ids = append(c.ids, id)
+	c.n += time.Millisecond
+	return c.n
+}
+
+func phaseNames(ph []Phase) []string {
+	var names []string
+	for _, p := range ph {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
+// checkPhases fails unless ph has exactly the names, each phase took some
+// wall time and its CPU is one reading's growth, and the container was
+// the one asked about after create.
+func checkPhases(t *testing.T, what string, ph []Phase, cpu *countingCPU, names ...string) {
+	t.Helper()
+	if got := phaseNames(ph); !slices.Equal(got, names) {
+		t.Fatalf("%s phases %v, want %v", what, got, names)
+	}
+	for _, p := range ph {
+		if p.Wall <= 0 || p.CPU != time.Millisecond {
+			t.Errorf("%s phase %s: wall %v, CPU %v; want wall > 0 and CPU 1ms (one reading)", what, p.Name, p.Wall, p.CPU)
+		}
+	}
+	if len(cpu.ids) < 2 || cpu.ids[0] != "" || cpu.ids[1] == "" || len(slices.Compact(slices.Clone(cpu.ids[1:]))) != 1 {
+		t.Errorf("%s: CPU read for %q; want \"\" before create, then the one container", what, cpu.ids)
+	}
+}
+
+// TestMeasureSandboxAndEmpty lives through a sandbox and an empty
+// container as bench's cost scenario does, on the real daemon: the
+// phases in order, and nothing left.
+func TestMeasureSandboxAndEmpty(t *testing.T) {
+	e, cli := newExec(t, nil)
+	ctx := tctx(t, 2*time.Minute)
+
+	cpu := &countingCPU{}
+	ph, err := e.MeasureSandbox(ctx, nil, true, cpu.read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPhases(t, "sandbox", ph, cpu, "create", "attach", "start", "ready", "preload", "remove")
+	if e.runner.code.Load() == nil {
+		t.Error("the first measured sandbox did not hand out the runner's code")
+	}
+
+	cpu = &countingCPU{}
+	ph, err = e.MeasureEmpty(ctx, cpu.read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPhases(t, "empty container", ph, cpu, "create", "start", "exit", "remove")
+	if n := ourContainers(t, cli, LabelInstance+"="+e.instance); n != 0 {
+		t.Errorf("%d measured container(s) left", n)
+	}
+}
+
+// TestMeasureEmptyFails: an empty command that fails is an error that
+// names it and the image, and its container is removed all the same.
+func TestMeasureEmptyFails(t *testing.T) {
+	e, cli := newExec(t, nil)
+	saved := EmptyCommand
+	EmptyCommand = []string{"false"}
+	t.Cleanup(func() { EmptyCommand = saved })
+	_, err := e.MeasureEmpty(tctx(t, time.Minute), (&countingCPU{}).read)
+	if err == nil || !strings.Contains(err.Error(), `"false" exited with status 1`) || !strings.Contains(err.Error(), e.cfg.Docker.Image) {
+		t.Errorf("MeasureEmpty of `false`: %v; want an error naming the command, its status and the image", err)
+	}
+	if n := ourContainers(t, cli, LabelInstance+"="+e.instance); n != 0 {
+		t.Errorf("%d container(s) left after the failed measurement", n)
+	}
+}
