@@ -300,6 +300,7 @@ type benchReport struct {
 	Throughput  []throughputLevel  `json:"throughput"`  // one per concurrency level
 	Memory      []memoryKind       `json:"memory"`      // per sandbox kind
 	Cost        []costClass        `json:"cost"`        // per kind of fresh sandbox
+	Floor       *floorBound        `json:"floor"`       // what the cost scenario's empty container allows
 	Bursts      []burstLevel       `json:"bursts"`      // per burst size
 	Goals       []goal             `json:"goals"`       // the warm-pool issue's goals
 	Notes       []string           `json:"notes"`       // how things were measured
@@ -555,6 +556,7 @@ func (b *bencher) run(ctx context.Context) (rep *benchReport, err error) {
 		}
 	}
 	rep.Goals = goals(rep)
+	rep.Floor = newFloorBound(rep)
 	rep.LoadEnd = loadAverage()
 	rep.ElapsedSecs = time.Since(start).Seconds()
 	return rep, nil

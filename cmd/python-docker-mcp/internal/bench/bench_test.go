@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -250,5 +251,38 @@ func TestMachineBusy(t *testing.T) {
 	b1, _ := machineBusy()
 	if b1-b0 < 100*time.Millisecond {
 		t.Errorf("machine busy grew %v over 300 ms of a busy loop, want at least 100 ms", b1-b0)
+	}
+}
+
+func TestFloorBound(t *testing.T) {
+	rep := &benchReport{CPUs: 2, Latency: map[string]latency{}, Cost: []costClass{
+		{Class: "cold", CPUSeconds: 0.2, MachineCPUSeconds: 0.21, Ceiling: 9.5},
+		{Class: "floor", Floor: true, CPUSeconds: 0.125, MachineCPUSeconds: 0.1, Ceiling: 16},
+	}}
+	if got := ceiling(rep); got != 9.5 {
+		t.Errorf("ceiling = %v, want the cold row's 9.5, not the floor's", got)
+	}
+	f := newFloorBound(rep)
+	if f == nil || f.CPUSeconds != 0.125 || f.CallMS != 62.5 || !math.IsNaN(f.MaxRatio) {
+		t.Fatalf("floor without docker run = %+v; want 0.125 CPU s (the larger), 62.5 ms on 2 CPUs, no ratio", f)
+	}
+	rep.Floor = f
+	b, err := json.Marshal(rep)
+	if err != nil || !strings.Contains(string(b), `"floor":{"cpu_s":0.125,"docker_run_p50_ms":null,"max_ratio":null,"min_mean_ms":62.5}`) {
+		t.Errorf("report as JSON: %v, %s; want the floor with null docker run figures", err, b)
+	}
+	rep.Latency[keyDockerPrint] = latency{P50: 250}
+	if f = newFloorBound(rep); f.MaxRatio != 4 {
+		t.Errorf("floor with docker run p50 250 ms: ratio %v, want 4", f.MaxRatio)
+	}
+	var out bytes.Buffer
+	rep.Floor = f
+	printCapacity(&out, rep)
+	if want := "an empty container costs 0.125 CPU s: with a fresh container per call, calls back to back cannot average under 62.5 ms on 2 CPUs: on average at best 4.00x faster than docker run print(1) p50 (250.0 ms)"; !strings.Contains(out.String(), want) {
+		t.Errorf("capacity section:\n%s\nwant it to contain %q", out.String(), want)
+	}
+	rep.Cost = rep.Cost[:1]
+	if f := newFloorBound(rep); f != nil {
+		t.Errorf("no floor row: got %+v, want nil", f)
 	}
 }

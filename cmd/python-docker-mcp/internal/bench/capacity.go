@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -21,7 +22,10 @@ import (
 
 // costClass is what one kind of fresh sandbox costs, phase by phase.
 type costClass struct {
-	Class  string      `json:"class"`
+	Class string `json:"class"`
+	// Floor marks the empty container (executor.MeasureEmpty): Docker's
+	// own cost for a container like a sandbox, not a sandbox.
+	Floor  bool        `json:"floor,omitempty"`
 	N      int         `json:"n"`
 	Phases []costPhase `json:"phases"`
 	// WallMS is the p50 of the whole life; CPUSeconds the mean CPU time
@@ -180,25 +184,29 @@ func (b *bencher) costScenario(ctx context.Context, rep *benchReport) error {
 		return benchFail(exitDocker, "cost: %v", err)
 	}
 	defer ex.Close(context.Background())
+	meter := newCPUMeter()
+	sandbox := func(modules []string, preload bool) func() ([]executor.Phase, error) {
+		return func() ([]executor.Phase, error) { return ex.MeasureSandbox(ctx, modules, preload, meter.sample) }
+	}
 	classes := []struct {
 		name    string
-		preload bool
-		modules []string
+		floor   bool
+		measure func() ([]executor.Phase, error)
 	}{
-		{"cold (no preload)", false, nil},
-		{"pooled bare (warm-up run)", true, nil},
-		{"pooled " + strings.Join(b.cfg.Pool.Preload, ","), true, b.cfg.Pool.Preload},
+		{"cold (no preload)", false, sandbox(nil, false)},
+		{"pooled bare (warm-up run)", false, sandbox(nil, true)},
+		{"pooled " + strings.Join(b.cfg.Pool.Preload, ","), false, sandbox(b.cfg.Pool.Preload, true)},
+		{"floor: empty container (" + strings.Join(executor.EmptyCommand, " ") + ")", true, func() ([]executor.Phase, error) { return ex.MeasureEmpty(ctx, meter.sample) }},
 	}
-	meter := newCPUMeter()
 	for _, c := range classes {
-		b.logf("cost: %s, %d sandboxes one at a time", c.name, b.opts.CostN)
+		b.logf("cost: %s, %d containers one at a time", c.name, b.opts.CostN)
 		walls := map[string][]float64{}
 		cpus := map[string][]float64{}
 		var names []string
 		var totalWall, totalCPU, machine []float64
 		for range b.opts.CostN + 1 { // the first is a warm-up
 			busy0, busyOK := machineBusy()
-			ph, err := ex.MeasureSandbox(ctx, c.modules, c.preload, meter.sample)
+			ph, err := c.measure()
 			if busy1, ok := machineBusy(); ok && busyOK && names != nil {
 				machine = append(machine, ms(busy1-busy0))
 			}
@@ -221,7 +229,7 @@ func (b *bencher) costScenario(ctx context.Context, rep *benchReport) error {
 			totalWall = append(totalWall, w)
 			totalCPU = append(totalCPU, cp)
 		}
-		cc := costClass{Class: c.name, N: b.opts.CostN, WallMS: summarize(totalWall).P50, CPUSeconds: summarize(totalCPU).Mean / 1000}
+		cc := costClass{Class: c.name, Floor: c.floor, N: b.opts.CostN, WallMS: summarize(totalWall).P50, CPUSeconds: summarize(totalCPU).Mean / 1000}
 		if len(machine) > 0 {
 			cc.MachineCPUSeconds = summarize(machine).Mean / 1000
 		}
@@ -233,7 +241,7 @@ func (b *bencher) costScenario(ctx context.Context, rep *benchReport) error {
 		}
 		rep.Cost = append(rep.Cost, cc)
 	}
-	rep.Notes = append(rep.Notes, fmt.Sprintf("cost: %d sandboxes per row one at a time (after 1 warm-up), before the server starts; CPU = utime+stime+cutime+cstime of dockerd, containerd, containerd-shim and runc (/proc/PID/stat) plus the container's cgroup CPU; machine CPU = the whole machine's busy time (/proc/stat) over each sandbox's life, which also holds what those counters miss (fuse-overlayfs, hooks, the kernel) and any other work running meanwhile; ceiling = %d CPUs / the larger of the two", b.opts.CostN, runtime.NumCPU()))
+	rep.Notes = append(rep.Notes, fmt.Sprintf("cost: %d containers per row one at a time (after 1 warm-up), before the server starts; the floor row is a container of a sandbox's spec that runs `%s` with nothing attached; CPU = utime+stime+cutime+cstime of dockerd, containerd, containerd-shim and runc (/proc/PID/stat) plus the container's cgroup CPU; machine CPU = the whole machine's busy time (/proc/stat) over each sandbox's life, which also holds what those counters miss (fuse-overlayfs, hooks, the kernel) and any other work running meanwhile; ceiling = %d CPUs / the larger of the two", b.opts.CostN, strings.Join(executor.EmptyCommand, " "), runtime.NumCPU()))
 	return nil
 }
 
@@ -302,11 +310,49 @@ func (b *bencher) burstScenario(ctx context.Context, rep *benchReport) error {
 // not measured.
 func ceiling(rep *benchReport) float64 {
 	for _, c := range rep.Cost {
-		if c.Ceiling > 0 {
+		if c.Ceiling > 0 && !c.Floor {
 			return c.Ceiling
 		}
 	}
 	return math.NaN()
+}
+
+// floorBound is what the cost scenario's empty container implies for
+// back-to-back calls when every call has a fresh container: the machine
+// makes no more than its CPUs / the empty container's CPU seconds
+// containers a second, so calls one after another cannot average less
+// than the inverse. Nil without a floor row.
+type floorBound struct {
+	CPUSeconds float64 `json:"cpu_s"`       // the empty container's, the larger of CPU and machine CPU
+	CallMS     float64 `json:"min_mean_ms"` // CPUs / CPUSeconds, as ms per call
+	// DockerRunP50MS / CallMS: the most a back-to-back p50 of the same
+	// mean can beat docker run by; NaN (null) without the docker-run
+	// scenario.
+	DockerRunP50MS float64 `json:"docker_run_p50_ms"`
+	MaxRatio       float64 `json:"max_ratio"`
+}
+
+// MarshalJSON writes the docker run figures as null when not measured
+// (JSON has no NaN).
+func (f floorBound) MarshalJSON() ([]byte, error) {
+	out := map[string]any{"cpu_s": f.CPUSeconds, "min_mean_ms": f.CallMS, "docker_run_p50_ms": nil, "max_ratio": nil}
+	if !math.IsNaN(f.DockerRunP50MS) {
+		out["docker_run_p50_ms"], out["max_ratio"] = f.DockerRunP50MS, f.MaxRatio
+	}
+	return json.Marshal(out)
+}
+
+func newFloorBound(rep *benchReport) *floorBound {
+	for _, c := range rep.Cost {
+		cpu := max(c.CPUSeconds, c.MachineCPUSeconds)
+		if !c.Floor || cpu <= 0 || rep.CPUs <= 0 {
+			continue
+		}
+		f := &floorBound{CPUSeconds: cpu, CallMS: 1000 * cpu / float64(rep.CPUs), DockerRunP50MS: p50(rep, keyDockerPrint)}
+		f.MaxRatio = ratio(f.DockerRunP50MS, f.CallMS)
+		return f
+	}
+	return nil
 }
 
 // sustained is the best calls/s of the throughput scenario.
@@ -322,7 +368,7 @@ func sustained(rep *benchReport) float64 {
 
 func printCapacity(w io.Writer, rep *benchReport) {
 	if len(rep.Cost) > 0 {
-		phases := []string{"create", "attach", "start", "ready", "preload", "remove"}
+		phases := []string{"create", "attach", "start", "ready", "preload", "exit", "remove"}
 		head := []string{"cost per fresh sandbox", "n"}
 		for _, p := range phases {
 			head = append(head, p)
@@ -343,6 +389,13 @@ func printCapacity(w io.Writer, rep *benchReport) {
 		}
 		writeTable(w, rows)
 		fmt.Fprintln(w, "(phase cells: wall p50 ms / mean CPU ms; CPU s: whole life, daemons + container; machine CPU s: the whole machine's busy time meanwhile; ceiling: CPUs / the larger)")
+		if f := rep.Floor; f != nil {
+			fmt.Fprintf(w, "floor: an empty container costs %.3f CPU s: with a fresh container per call, calls back to back cannot average under %s ms on %d CPUs", f.CPUSeconds, fmtMS(f.CallMS), rep.CPUs)
+			if !math.IsNaN(f.MaxRatio) {
+				fmt.Fprintf(w, ": on average at best %.2fx faster than docker run print(1) p50 (%s ms)", f.MaxRatio, fmtMS(f.DockerRunP50MS))
+			}
+			fmt.Fprintln(w)
+		}
 		fmt.Fprintln(w)
 	}
 	if len(rep.Bursts) > 0 {
