@@ -20,7 +20,8 @@ import (
 // The capacity scenarios: what one fresh sandbox costs this machine (cost),
 // and how bursts of calls issued at once are served (burst).
 
-// costClass is what one kind of fresh sandbox costs, phase by phase.
+// costClass is what one kind of fresh container (a sandbox, or the floor's
+// empty container) costs, phase by phase.
 type costClass struct {
 	Class string `json:"class"`
 	// Floor marks the empty container (executor.MeasureEmpty): Docker's
@@ -236,7 +237,7 @@ func (b *bencher) costScenario(ctx context.Context, rep *benchReport) error {
 		for _, n := range names {
 			cc.Phases = append(cc.Phases, costPhase{Name: n, WallP50MS: summarize(walls[n]).P50, CPUMeanMS: summarize(cpus[n]).Mean})
 		}
-		if cpu := max(cc.CPUSeconds, cc.MachineCPUSeconds); cpu > 0 {
+		if cpu := cc.cpu(); cpu > 0 {
 			cc.Ceiling = float64(runtime.NumCPU()) / cpu
 		}
 		rep.Cost = append(rep.Cost, cc)
@@ -342,9 +343,12 @@ func (f floorBound) MarshalJSON() ([]byte, error) {
 	return json.Marshal(out)
 }
 
+// cpu is the larger of the two CPU figures, the one ceilings use.
+func (c costClass) cpu() float64 { return max(c.CPUSeconds, c.MachineCPUSeconds) }
+
 func newFloorBound(rep *benchReport) *floorBound {
 	for _, c := range rep.Cost {
-		cpu := max(c.CPUSeconds, c.MachineCPUSeconds)
+		cpu := c.cpu()
 		if !c.Floor || cpu <= 0 || rep.CPUs <= 0 {
 			continue
 		}
@@ -369,7 +373,7 @@ func sustained(rep *benchReport) float64 {
 func printCapacity(w io.Writer, rep *benchReport) {
 	if len(rep.Cost) > 0 {
 		phases := []string{"create", "attach", "start", "ready", "preload", "exit", "remove"}
-		head := []string{"cost per fresh sandbox", "n"}
+		head := []string{"cost per fresh container", "n"}
 		for _, p := range phases {
 			head = append(head, p)
 		}
