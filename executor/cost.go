@@ -143,13 +143,12 @@ func (e *Executor) MeasureEmpty(ctx context.Context, cpu func(id string) time.Du
 // measured is one container that MeasureSandbox or MeasureEmpty lives
 // through, and its phases so far.
 type measured struct {
-	e       *Executor
-	sb      *sandbox
-	cpu     func(id string) time.Duration
-	phases  []Phase
-	t       time.Time
-	last    time.Duration
-	removed bool
+	e      *Executor
+	sb     *sandbox
+	cpu    func(id string) time.Duration
+	phases []Phase
+	t      time.Time
+	last   time.Duration
 }
 
 // createMeasured creates a container from a transient sandbox's spec (the
@@ -208,17 +207,12 @@ func (r *measured) skip() { r.t, r.last = time.Now(), r.cpu(r.sb.id) }
 // remove removes the container as the executor does and measures the
 // remove phase.
 func (r *measured) remove() {
-	r.removed = true
 	r.e.destroy(r.sb)
 	r.mark("remove")
 }
 
-// discard removes the container unless remove did.
-func (r *measured) discard() {
-	if !r.removed {
-		r.e.destroy(r.sb)
-	}
-}
+// discard removes the container unless remove did (destroy acts once).
+func (r *measured) discard() { r.e.destroy(r.sb) }
 
 // readCostFrame reads one frame (at most 1 MiB) into v.
 func readCostFrame(r io.Reader, v any) error {
