@@ -34,12 +34,12 @@ type Phase struct {
 // calls the executor makes for a sandbox (create, attach, start, the
 // runner's ready frame, with preload the preload op importing modules, and
 // forced removal) and returns each step's wall time and the CPU time that
-// cpu reports across it. cpu gets the container's id ("" before it
-// exists) and decides what to count (the Docker daemons, the container's
-// cgroup). The container has the config's limits and this executor's
+// cpu reports across it; cpu decides what to count (bench: the Docker
+// daemons and everything they start, the container's processes among
+// them). The container has the config's limits and this executor's
 // labels and is removed whatever happens. For `python-docker-mcp bench`;
 // safe for concurrent use, but measure one at a time for clean figures.
-func (e *Executor) MeasureSandbox(ctx context.Context, modules []string, preload bool, cpu func(id string) time.Duration) ([]Phase, error) {
+func (e *Executor) MeasureSandbox(ctx context.Context, modules []string, preload bool, cpu func() time.Duration) ([]Phase, error) {
 	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
 	r, err := e.createMeasured(ctx, cpu, nil)
@@ -114,7 +114,7 @@ var EmptyCommand = []string{"true"}
 // a container like a sandbox: with one container per call, no sandbox
 // costs this machine less. For `python-docker-mcp bench`, like
 // MeasureSandbox.
-func (e *Executor) MeasureEmpty(ctx context.Context, cpu func(id string) time.Duration) ([]Phase, error) {
+func (e *Executor) MeasureEmpty(ctx context.Context, cpu func() time.Duration) ([]Phase, error) {
 	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
 	r, err := e.createMeasured(ctx, cpu, func(spec *backend.Spec) { spec.Command = slices.Clone(EmptyCommand) })
@@ -145,7 +145,7 @@ func (e *Executor) MeasureEmpty(ctx context.Context, cpu func(id string) time.Du
 type measured struct {
 	e      *Executor
 	sb     *sandbox
-	cpu    func(id string) time.Duration
+	cpu    func() time.Duration
 	phases []Phase
 	t      time.Time
 	last   time.Duration
@@ -157,7 +157,7 @@ type measured struct {
 // edit may change, and measures the create phase. A holder started for
 // it is made before the measuring starts, as it serves many sandboxes.
 // The caller defers discard.
-func (e *Executor) createMeasured(ctx context.Context, cpu func(id string) time.Duration, edit func(*backend.Spec)) (*measured, error) {
+func (e *Executor) createMeasured(ctx context.Context, cpu func() time.Duration, edit func(*backend.Spec)) (*measured, error) {
 	if e.docker == nil {
 		return nil, errors.New("measuring a sandbox's phases needs the docker backend")
 	}
@@ -179,7 +179,7 @@ func (e *Executor) createMeasured(ctx context.Context, cpu func(id string) time.
 		spec.JoinNetwork = netns
 	}
 	cfg, host := docker.ContainerConfig(spec)
-	r := &measured{e: e, cpu: cpu, t: time.Now(), last: cpu("")}
+	r := &measured{e: e, cpu: cpu, t: time.Now(), last: cpu()}
 	created, err := e.docker.ContainerCreate(context.WithoutCancel(ctx), client.ContainerCreateOptions{Config: cfg, HostConfig: host})
 	if err != nil {
 		e.dropNetwork(netns)
@@ -196,13 +196,13 @@ func (e *Executor) createMeasured(ctx context.Context, cpu func(id string) time.
 
 // mark ends phase name: the wall time and the CPU time since the last mark.
 func (r *measured) mark(name string) {
-	now, c := time.Now(), r.cpu(r.sb.id)
+	now, c := time.Now(), r.cpu()
 	r.phases = append(r.phases, Phase{Name: name, Wall: now.Sub(r.t), CPU: c - r.last})
 	r.t, r.last = now, c
 }
 
 // skip leaves the time since the last mark out of every phase.
-func (r *measured) skip() { r.t, r.last = time.Now(), r.cpu(r.sb.id) }
+func (r *measured) skip() { r.t, r.last = time.Now(), r.cpu() }
 
 // remove removes the container as the executor does and measures the
 // remove phase.

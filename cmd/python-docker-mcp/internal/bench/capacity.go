@@ -30,14 +30,14 @@ type costClass struct {
 	N      int         `json:"n"`
 	Phases []costPhase `json:"phases"`
 	// WallMS is the p50 of the whole life; CPUSeconds the mean CPU time
-	// of the whole life (daemons and container); Ceiling = CPUs /
+	// of the whole life (the daemons and all they start); Ceiling = CPUs /
 	// CPUSeconds, the fresh sandboxes per second this machine can make.
 	WallMS     float64 `json:"wall_p50_ms"`
 	CPUSeconds float64 `json:"cpu_s"`
 	// MachineCPUSeconds is the mean busy time of the whole machine
 	// (/proc/stat) over a sandbox's life: it also holds what the daemons'
-	// counters miss (processes they do not reap, such as fuse-overlayfs,
-	// and kernel work) and anything else running. Ceiling uses the
+	// counters miss (the kernel's own threads, such as those tearing down
+	// namespaces and cgroups) and anything else running. Ceiling uses the
 	// larger of the two.
 	MachineCPUSeconds float64 `json:"machine_cpu_s"`
 	Ceiling           float64 `json:"ceiling_per_s"`
@@ -64,27 +64,55 @@ type burstLevel struct {
 }
 
 // daemonProcs are the processes (by /proc comm) whose CPU time a sandbox
-// costs besides its own: the Docker daemon, containerd, the container's
-// shim and the runc it runs (reaped by the shim: counted in its cutime).
-var daemonProcs = map[string]bool{"dockerd": true, "containerd": true, "containerd-shim": true, "runc": true}
+// costs: the Docker daemon, containerd, the container's shim and
+// fuse-overlayfs (where it is the storage driver; it runs on its own, not
+// under dockerd), with every process they start (runc, the container's
+// own processes).
+var daemonProcs = map[string]bool{"dockerd": true, "containerd": true, "containerd-shim": true, "fuse-overlayfs": true}
 
-// cpuMeter sums the CPU time of the Docker daemons' processes and of one
-// container's cgroup. A process that exits keeps its last reading.
+// cpuMeter sums the CPU time of the Docker daemons' processes and their
+// descendants.
+//
+// A process's reading is its own time (utime+stime) plus what it reaped
+// (cutime+cstime). When a watched process is gone, its parent's reaped
+// time holds all of it if that parent is watched too (runc, or the
+// container's init, under its shim): its last reading is dropped, or it
+// would count twice. A process reaped by anyone else (a shim exits to
+// init) keeps its last reading.
 type cpuMeter struct {
-	procs map[int]time.Duration
-	cg    map[string]time.Duration
+	names map[string]bool // the comms watched with their descendants
+	procs map[procKey]procCPU
+}
+
+// procKey tells processes apart across pid reuse.
+type procKey struct {
+	pid   int
+	start int64 // starttime, clock ticks after boot
+}
+
+type procCPU struct {
+	comm string
+	ppid int
+	cpu  time.Duration // own time plus reaped children's
 }
 
 func newCPUMeter() *cpuMeter {
-	return &cpuMeter{procs: map[int]time.Duration{}, cg: map[string]time.Duration{}}
+	return &cpuMeter{names: daemonProcs, procs: map[procKey]procCPU{}}
 }
 
 // clockTick is USER_HZ, 100 on every Linux the bench runs on.
 const clockTick = 10 * time.Millisecond
 
-// sample returns the daemons' CPU time plus container id's (cgroup v1
-// cpuacct or cgroup v2 cpu.stat), both since the meter's first look.
-func (m *cpuMeter) sample(id string) time.Duration {
+// sample returns the watched processes' CPU time since the meter's first
+// look.
+func (m *cpuMeter) sample() time.Duration {
+	m.observe(m.scan())
+	return m.total()
+}
+
+// scan reads the watched processes now alive from /proc.
+func (m *cpuMeter) scan() map[procKey]procCPU {
+	all := map[procKey]procCPU{}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -95,33 +123,87 @@ func (m *cpuMeter) sample(id string) time.Duration {
 		if err != nil {
 			continue
 		}
-		s := string(b)
-		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || end < open || !daemonProcs[s[open+1:end]] {
-			continue
+		if k, p, ok := parseProcStat(pid, string(b)); ok {
+			all[k] = p
 		}
-		f := strings.Fields(s[end+1:])
-		if len(f) < 15 {
-			continue
-		}
-		var ticks int64
-		for _, i := range []int{11, 12, 13, 14} { // utime stime cutime cstime
-			v, _ := strconv.ParseInt(f[i], 10, 64)
-			ticks += v
-		}
-		m.procs[pid] = time.Duration(ticks) * clockTick
 	}
-	var total time.Duration
-	for _, v := range m.procs {
-		total += v
+	return watchedOf(all, m.names)
+}
+
+// watchedOf keeps the processes whose comm is in names, or one of whose
+// ancestors' is.
+func watchedOf(all map[procKey]procCPU, names map[string]bool) map[procKey]procCPU {
+	byPID := make(map[int]procCPU, len(all))
+	for k, p := range all {
+		byPID[k.pid] = p
 	}
-	if id != "" {
-		if v, ok := cgroupCPU(id); ok {
-			m.cg[id] = v
+	seen := map[int]bool{}
+	var watched func(pid, depth int) bool
+	watched = func(pid, depth int) bool {
+		if w, ok := seen[pid]; ok {
+			return w
 		}
-		total += m.cg[id]
+		p, ok := byPID[pid]
+		w := ok && depth < 64 && (names[p.comm] || (p.ppid != pid && watched(p.ppid, depth+1)))
+		seen[pid] = w
+		return w
 	}
-	return total
+	out := map[procKey]procCPU{}
+	for k, p := range all {
+		if watched(k.pid, 0) {
+			out[k] = p
+		}
+	}
+	return out
+}
+
+// parseProcStat reads one /proc/PID/stat line.
+func parseProcStat(pid int, s string) (procKey, procCPU, bool) {
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open {
+		return procKey{}, procCPU{}, false
+	}
+	f := strings.Fields(s[end+1:]) // f[0] is field 3 of proc(5), state
+	if len(f) < 20 {
+		return procKey{}, procCPU{}, false
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	start, _ := strconv.ParseInt(f[19], 10, 64)
+	var ticks int64
+	for _, i := range []int{11, 12, 13, 14} { // utime stime cutime cstime
+		v, _ := strconv.ParseInt(f[i], 10, 64)
+		ticks += v
+	}
+	return procKey{pid, start}, procCPU{comm: s[open+1 : end], ppid: ppid, cpu: time.Duration(ticks) * clockTick}, true
+}
+
+// total is the watched processes' CPU time.
+func (m *cpuMeter) total() time.Duration {
+	var t time.Duration
+	for _, p := range m.procs {
+		t += p.cpu
+	}
+	return t
+}
+
+// observe replaces the readings with live's; a process gone since the
+// last look goes too when a watched parent reaped it.
+func (m *cpuMeter) observe(live map[procKey]procCPU) {
+	watched := map[int]bool{}
+	for k := range m.procs {
+		watched[k.pid] = true
+	}
+	for k := range live {
+		watched[k.pid] = true
+	}
+	for k, p := range m.procs {
+		if _, ok := live[k]; !ok && watched[p.ppid] {
+			delete(m.procs, k)
+		}
+	}
+	for k, p := range live {
+		m.procs[k] = p
+	}
 }
 
 // machineBusy is the whole machine's busy CPU time so far: /proc/stat's
@@ -145,32 +227,6 @@ func machineBusy() (time.Duration, bool) {
 		ticks += v
 	}
 	return time.Duration(ticks) * clockTick, true
-}
-
-// cgroupCPU reads a container's CPU time from its cgroup.
-func cgroupCPU(id string) (time.Duration, bool) {
-	for _, p := range []string{
-		"/sys/fs/cgroup/cpuacct/docker/" + id + "/cpuacct.usage",
-		"/sys/fs/cgroup/cpu,cpuacct/docker/" + id + "/cpuacct.usage",
-		"/sys/fs/cgroup/system.slice/docker-" + id + ".scope/cpuacct.usage",
-	} {
-		if b, err := os.ReadFile(p); err == nil {
-			if v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
-				return time.Duration(v), true
-			}
-		}
-	}
-	for _, p := range []string{"/sys/fs/cgroup/system.slice/docker-" + id + ".scope/cpu.stat", "/sys/fs/cgroup/docker/" + id + "/cpu.stat"} {
-		if b, err := os.ReadFile(p); err == nil {
-			for _, line := range strings.Split(string(b), "\n") {
-				if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
-					n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-					return time.Duration(n) * time.Microsecond, true
-				}
-			}
-		}
-	}
-	return 0, false
 }
 
 // costScenario lives through fresh sandboxes one at a time, before the
@@ -242,7 +298,7 @@ func (b *bencher) costScenario(ctx context.Context, rep *benchReport) error {
 		}
 		rep.Cost = append(rep.Cost, cc)
 	}
-	rep.Notes = append(rep.Notes, fmt.Sprintf("cost: %d containers per row one at a time (after 1 warm-up), before the server starts; the floor row is a container of a sandbox's spec that runs `%s` with nothing attached; CPU = utime+stime+cutime+cstime of dockerd, containerd, containerd-shim and runc (/proc/PID/stat) plus the container's cgroup CPU; machine CPU = the whole machine's busy time (/proc/stat) over each sandbox's life, which also holds what those counters miss (fuse-overlayfs, hooks, the kernel) and any other work running meanwhile; ceiling = %d CPUs / the larger of the two", b.opts.CostN, strings.Join(executor.EmptyCommand, " "), runtime.NumCPU()))
+	rep.Notes = append(rep.Notes, fmt.Sprintf("cost: %d containers per row one at a time (after 1 warm-up), before the server starts; the floor row is a container of a sandbox's spec that runs `%s` with nothing attached; CPU = utime+stime+cutime+cstime (/proc/PID/stat) of dockerd, containerd, containerd-shim and fuse-overlayfs and of every process they start (runc, the container's processes), each process counted once; machine CPU = the whole machine's busy time (/proc/stat) over each sandbox's life, which also holds what those counters miss (the kernel's own threads, hooks) and any other work running meanwhile; ceiling = %d CPUs / the larger of the two", b.opts.CostN, strings.Join(executor.EmptyCommand, " "), runtime.NumCPU()))
 	return nil
 }
 
@@ -392,7 +448,7 @@ func printCapacity(w io.Writer, rep *benchReport) {
 			rows = append(rows, append(row, fmtMS(c.WallMS), fmt.Sprintf("%.3f", c.CPUSeconds), fmt.Sprintf("%.3f", c.MachineCPUSeconds), fmt.Sprintf("%.2f", c.Ceiling)))
 		}
 		writeTable(w, rows)
-		fmt.Fprintln(w, "(phase cells: wall p50 ms / mean CPU ms; CPU s: whole life, daemons + container; machine CPU s: the whole machine's busy time meanwhile; ceiling: CPUs / the larger)")
+		fmt.Fprintln(w, "(phase cells: wall p50 ms / mean CPU ms; CPU s: whole life, the daemons and all they start; machine CPU s: the whole machine's busy time meanwhile; ceiling: CPUs / the larger)")
 		if f := rep.Floor; f != nil {
 			fmt.Fprintf(w, "floor: an empty container costs %.3f CPU s: with a fresh container per call, calls back to back cannot average under %s ms on %d CPUs", f.CPUSeconds, fmtMS(f.CallMS), rep.CPUs)
 			if !math.IsNaN(f.MaxRatio) {
