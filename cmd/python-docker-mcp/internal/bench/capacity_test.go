@@ -1,8 +1,7 @@
 package bench
 
 import (
-	"bufio"
-	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,21 +11,24 @@ import (
 	"time"
 )
 
-// burnEnv makes this test binary a child that keeps a CPU busy for the
-// duration it holds, after saying so on stdout (TestMeterReapedOnce).
+// burnEnv makes this test binary a child that keeps a CPU busy until its
+// stdin closes (TestMeterReapedOnce).
 const burnEnv = "BENCH_TEST_BURN"
 
 func TestMain(m *testing.M) {
-	if v := os.Getenv(burnEnv); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
+	if os.Getenv(burnEnv) != "" {
+		done := make(chan struct{})
+		go func() {
+			io.Copy(io.Discard, os.Stdin)
+			close(done)
+		}()
+		for {
+			select {
+			case <-done:
+				os.Exit(0)
+			default:
+			}
 		}
-		fmt.Println("burning")
-		for deadline := time.Now().Add(d); time.Now().Before(deadline); {
-		}
-		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
@@ -121,35 +123,39 @@ func TestMeterReapedOnce(t *testing.T) {
 			s0 := m.sample()
 			r0 := selfCPU(t)
 			cmd := exec.Command(child)
-			cmd.Env = append(os.Environ(), burnEnv+"=800ms")
-			out, err := cmd.StdoutPipe()
+			cmd.Env = append(os.Environ(), burnEnv+"=1")
+			in, err := cmd.StdinPipe()
 			if err != nil {
 				t.Fatal(err)
 			}
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
-				t.Fatalf("child: %v", err)
+			// Read the meter while the child runs, until it has seen
+			// 200 ms (however busy the machine), then let the child go.
+			var during time.Duration
+			for deadline := time.Now().Add(time.Minute); during < 200*time.Millisecond; time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					in.Close()
+					cmd.Wait()
+					t.Fatalf("read %v while the child ran for a minute; it did not see the child", during)
+				}
+				during = m.sample() - s0
 			}
-			time.Sleep(400 * time.Millisecond)
-			during := m.sample() - s0
+			in.Close()
 			if err := cmd.Wait(); err != nil {
 				t.Fatalf("child: %v", err)
 			}
 			got := m.sample() - s0
 			r1 := selfCPU(t)
 			ran := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-			if during < 100*time.Millisecond {
-				t.Fatalf("read %v while the child ran; it did not see the child", during)
-			}
 			want := during // the child's last reading
 			if tc.parentCounts {
 				want = ran + (r1 - r0)
 			}
 			// Each reading is in 10 ms ticks, several fields of two
 			// processes; counting the child twice would add its
-			// reading while it ran (at least 100 ms).
+			// reading while it ran (at least 200 ms).
 			const slack = 60 * time.Millisecond
 			if got < want-slack || got > want+slack {
 				t.Errorf("meter %v after the child ran %v (read %v meanwhile; parent's own %v); want %v +- %v", got, ran, during, r1-r0, want, slack)
