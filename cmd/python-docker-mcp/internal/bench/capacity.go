@@ -74,14 +74,16 @@ var daemonProcs = map[string]bool{"dockerd": true, "containerd": true, "containe
 // descendants.
 //
 // A process's reading is its own time (utime+stime) plus what it reaped
-// (cutime+cstime). When a watched process is gone, its parent's reaped
-// time holds all of it if that parent is watched too (runc, or the
-// container's init, under its shim): its last reading is dropped, or it
-// would count twice. A process reaped by anyone else (a shim exits to
-// init) keeps its last reading.
+// (cutime+cstime). When a watched process is gone and its parent is still
+// here and watched (runc, or the container's init, under its shim), the
+// parent's reading now holds all of it: its last reading is dropped, or
+// it would count twice. Otherwise (a shim exits to init; a parent gone in
+// the same interval, whose last reading predates the reaping) its last
+// reading stays.
 type cpuMeter struct {
 	names map[string]bool // the comms watched with their descendants
 	procs map[procKey]procCPU
+	gone  time.Duration // the last readings that stay of processes gone
 }
 
 // procKey tells processes apart across pid reuse.
@@ -179,31 +181,42 @@ func parseProcStat(pid int, s string) (procKey, procCPU, bool) {
 
 // total is the watched processes' CPU time.
 func (m *cpuMeter) total() time.Duration {
-	var t time.Duration
+	t := m.gone
 	for _, p := range m.procs {
 		t += p.cpu
 	}
 	return t
 }
 
-// observe replaces the readings with live's; a process gone since the
-// last look goes too when a watched parent reaped it.
+// observe takes live as the processes now here. The last reading of one
+// gone since the last look stays unless a live watched process reaped it,
+// directly or through parents gone in the same interval.
 func (m *cpuMeter) observe(live map[procKey]procCPU) {
-	watched := map[int]bool{}
-	for k := range m.procs {
-		watched[k.pid] = true
-	}
+	here := map[int]bool{}
 	for k := range live {
-		watched[k.pid] = true
+		here[k.pid] = true
 	}
+	gone := map[int]procCPU{}
 	for k, p := range m.procs {
-		if _, ok := live[k]; !ok && watched[p.ppid] {
-			delete(m.procs, k)
+		if _, ok := live[k]; !ok {
+			gone[k.pid] = p
 		}
 	}
-	for k, p := range live {
-		m.procs[k] = p
+	var reaped func(pid, depth int) bool
+	reaped = func(pid, depth int) bool {
+		ppid := gone[pid].ppid
+		if here[ppid] {
+			return true
+		}
+		_, ok := gone[ppid]
+		return ok && ppid != pid && depth < 64 && reaped(ppid, depth+1)
 	}
+	for pid, p := range gone {
+		if !reaped(pid, 0) {
+			m.gone += p.cpu
+		}
+	}
+	m.procs = live
 }
 
 // machineBusy is the whole machine's busy CPU time so far: /proc/stat's

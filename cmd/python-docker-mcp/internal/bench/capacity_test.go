@@ -57,6 +57,28 @@ func TestMeterObserve(t *testing.T) {
 	if got := m.total(); got != 62*time.Millisecond {
 		t.Errorf("after the pid is reused: %v, want 62 ms", got)
 	}
+	// A shim and its container's init gone in the same interval: the
+	// shim's last reading predates the reaping, so both stay.
+	m.observe(map[procKey]procCPU{
+		{200, 1}: {ppid: 1, cpu: 10 * time.Millisecond},
+		{201, 1}: {ppid: 200, cpu: 80 * time.Millisecond},
+	})
+	m.observe(map[procKey]procCPU{})
+	if got := m.total(); got != 152*time.Millisecond {
+		t.Errorf("after a shim and its child went together: %v, want 152 ms", got)
+	}
+	// A grandchild reaped by its parent, reaped in turn by a watched
+	// process still here: the grandparent's reading holds all three.
+	g := procKey{300, 1}
+	m.observe(map[procKey]procCPU{
+		g:        {ppid: 1, cpu: 5 * time.Millisecond},
+		{301, 1}: {ppid: 300, cpu: 10 * time.Millisecond},
+		{302, 1}: {ppid: 301, cpu: 20 * time.Millisecond},
+	})
+	m.observe(map[procKey]procCPU{g: {ppid: 1, cpu: 40 * time.Millisecond}})
+	if got := m.total(); got != 192*time.Millisecond {
+		t.Errorf("after a chain was reaped by a process still here: %v, want 192 ms", got)
+	}
 }
 
 func TestParseProcStat(t *testing.T) {
