@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -98,6 +99,7 @@ func Managed(ref string) bool {
 type Docker interface {
 	ImageInspect(ctx context.Context, image string, opts ...client.ImageInspectOption) (client.ImageInspectResult, error)
 	ImageImport(ctx context.Context, src client.ImageImportSource, ref string, opts client.ImageImportOptions) (client.ImageImportResult, error)
+	ImageRemove(ctx context.Context, image string, opts client.ImageRemoveOptions) (client.ImageRemoveResult, error)
 }
 
 // State of an image with respect to a recipe.
@@ -116,20 +118,26 @@ func (s State) String() string {
 // Check tells whether ref exists and was built from recipe. An image that is
 // not Managed counts as Current whenever it exists.
 func Check(ctx context.Context, cli Docker, ref string, r Recipe) (State, error) {
+	st, _, err := check(ctx, cli, ref, r)
+	return st, err
+}
+
+// check is Check that also returns the image's ID when there is one.
+func check(ctx context.Context, cli Docker, ref string, r Recipe) (State, string, error) {
 	res, err := cli.ImageInspect(ctx, ref)
 	if err != nil {
 		if isNotFound(err) {
-			return Missing, nil
+			return Missing, "", nil
 		}
-		return Missing, fmt.Errorf("inspect image %s: %w", ref, err)
+		return Missing, "", fmt.Errorf("inspect image %s: %w", ref, err)
 	}
 	if !Managed(ref) {
-		return Current, nil
+		return Current, res.ID, nil
 	}
 	if res.Config != nil && res.Config.Labels[LabelRecipe] == r.Hash() {
-		return Current, nil
+		return Current, res.ID, nil
 	}
-	return Stale, nil
+	return Stale, res.ID, nil
 }
 
 func isNotFound(err error) bool {
@@ -169,14 +177,49 @@ func Ensure(ctx context.Context, cli Docker, ref string, r Recipe, progress Prog
 	}
 	defer unlock()
 	// Someone may have built it while we waited for the lock.
-	if st, err = Check(ctx, cli, ref, r); err != nil || st == Current {
+	st, old, err := check(ctx, cli, ref, r)
+	if err != nil || st == Current {
 		return false, err
 	}
 	progress(fmt.Sprintf("image %s is %s: building it from Debian %s (this takes a few minutes once)", ref, st, r.Release))
 	if err := Build(ctx, cli, ref, r, progress); err != nil {
 		return false, err
 	}
+	if st == Stale {
+		removeReplaced(ctx, cli, ref, old, progress)
+	}
 	return true, nil
+}
+
+// removeReplaced removes the image a rebuild took ref from, which would
+// otherwise stay on disk untagged (several hundred MB per recipe change).
+// An image that still has another name stays; one that containers were
+// made from stays too (the removal is not forced), and progress says how
+// to remove it later.
+func removeReplaced(ctx context.Context, cli Docker, ref, id string, progress Progress) {
+	if id == "" {
+		return
+	}
+	short := strings.TrimPrefix(id, "sha256:")
+	if len(short) > 12 {
+		short = short[:12]
+	}
+	res, err := cli.ImageInspect(ctx, id)
+	if err != nil {
+		return // gone already, or Docker is away: nothing to say
+	}
+	if len(res.RepoTags) > 0 {
+		// Still named: the build did not move ref, or someone tagged it.
+		if !slices.Contains(res.RepoTags, ref) {
+			progress(fmt.Sprintf("kept the image %s built from the previous recipe: %s still names it", short, strings.Join(res.RepoTags, ", ")))
+		}
+		return
+	}
+	if _, err := cli.ImageRemove(ctx, id, client.ImageRemoveOptions{PruneChildren: true}); err != nil && !isNotFound(err) {
+		progress(fmt.Sprintf("kept the image %s built from the previous recipe (%v): remove it with `docker image rm %s` once nothing uses it", short, err, short))
+		return
+	}
+	progress(fmt.Sprintf("removed the image %s built from the previous recipe", short))
 }
 
 var lockMu sync.Mutex

@@ -121,12 +121,14 @@ func TestDefaultImage(t *testing.T) {
 }
 
 // TestBuildAndRebuild builds a small image from a recipe, checks that the
-// same recipe is a no-op, and that a changed package list rebuilds. It needs
+// same recipe is a no-op, that a changed package list rebuilds, and what
+// becomes of the image a rebuild replaces: kept, with a line saying how to
+// remove it, while a container still uses it; removed otherwise. It needs
 // root and Debian's mirror; it is slow (about a minute a build with the
 // package cache warm), so -short skips it.
 func TestBuildAndRebuild(t *testing.T) {
 	if testing.Short() {
-		t.Skip("slow: builds two images with debootstrap")
+		t.Skip("slow: builds three images with debootstrap")
 	}
 	cli := dockertest.Require(t)
 	if os.Geteuid() != 0 {
@@ -139,7 +141,25 @@ func TestBuildAndRebuild(t *testing.T) {
 	// A tag of this run's own: one left by an earlier run that was killed
 	// would make the first Ensure a no-op.
 	ref := fmt.Sprintf("%s:recipe-test-%d", ManagedRepository, time.Now().UnixNano())
-	defer cli.ImageRemove(context.Background(), ref, client.ImageRemoveOptions{Force: true, PruneChildren: true})
+	var built1 string // the first build's image, kept by the first rebuild
+	t.Cleanup(func() {
+		cli.ImageRemove(context.Background(), ref, client.ImageRemoveOptions{Force: true, PruneChildren: true})
+		if built1 != "" {
+			cli.ImageRemove(context.Background(), built1, client.ImageRemoveOptions{Force: true, PruneChildren: true})
+		}
+	})
+	id := func() string {
+		t.Helper()
+		res, err := cli.ImageInspect(ctx, ref)
+		if err != nil {
+			t.Fatalf("inspect %s: %v", ref, err)
+		}
+		return res.ID
+	}
+	gone := func(id string) bool {
+		_, err := cli.ImageInspect(ctx, id)
+		return err != nil && isNotFound(err)
+	}
 
 	cfg := config.Default()
 	cfg.Image.Packages = []string{"python3-minimal"}
@@ -152,6 +172,7 @@ func TestBuildAndRebuild(t *testing.T) {
 	if lines == 0 {
 		t.Error("no progress lines during a build")
 	}
+	built1 = id()
 
 	start := time.Now()
 	built, err = Ensure(ctx, cli, ref, r1, nil)
@@ -160,18 +181,57 @@ func TestBuildAndRebuild(t *testing.T) {
 	}
 	t.Logf("second Ensure with the same recipe took %v", time.Since(start))
 
+	// A container made from the first image (never started) holds it.
+	holder, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config: &container.Config{Image: ref, Cmd: []string{"true"}, Labels: map[string]string{"python-docker-mcp.test": "1"}},
+	})
+	if err != nil {
+		t.Fatalf("create a container of the first image: %v", err)
+	}
+	defer cli.ContainerRemove(context.Background(), holder.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+
 	cfg.Image.Packages = []string{"python3-minimal", "python3-six"}
 	r2 := RecipeFrom(cfg)
 	if st, _ := Check(ctx, cli, ref, r2); st != Stale {
 		t.Fatalf("Check after changing the package list = %v, want stale", st)
 	}
-	built, err = Ensure(ctx, cli, ref, r2, nil)
+	var kept string
+	built, err = Ensure(ctx, cli, ref, r2, func(line string) {
+		if strings.HasPrefix(line, "kept the image") {
+			kept = line
+		}
+	})
 	if err != nil || !built {
 		t.Fatalf("Ensure with a changed package list = %v, %v; want a rebuild", built, err)
 	}
 	out, code := runIn(t, cli, ref, "python3", "-c", "import six, os; print('six', os.getuid())")
 	if code != 0 || !strings.Contains(out, "six 1000") {
 		t.Errorf("rebuilt image: exit %d, output %q; want six importable as uid 1000", code, out)
+	}
+	short := strings.TrimPrefix(built1, "sha256:")[:12]
+	if gone(built1) {
+		t.Errorf("the first image %s was removed while a container used it", short)
+	}
+	if !strings.Contains(kept, short) || !strings.Contains(kept, "docker image rm "+short) {
+		t.Errorf("progress when the replaced image is in use = %q; want it named, with how to remove it", kept)
+	}
+
+	// With nothing using it, the image a rebuild replaces goes.
+	built2 := id()
+	var removed string
+	built, err = Ensure(ctx, cli, ref, r1, func(line string) {
+		if strings.HasPrefix(line, "removed the image") {
+			removed = line
+		}
+	})
+	if err != nil || !built {
+		t.Fatalf("Ensure back to the first recipe = %v, %v; want a rebuild", built, err)
+	}
+	if !gone(built2) {
+		t.Errorf("the replaced image %s is still there after a rebuild", built2)
+	}
+	if !strings.Contains(removed, strings.TrimPrefix(built2, "sha256:")[:12]) {
+		t.Errorf("progress after removing the replaced image = %q; want it named", removed)
 	}
 }
 
@@ -208,5 +268,65 @@ func TestExplain(t *testing.T) {
 	}
 	if got := Explain(ctx, cli, cfg.Docker.Image, r2); !strings.Contains(got, "built from another recipe") {
 		t.Errorf("changed packages under the same tag: %q", got)
+	}
+}
+
+// namedImages is a fake Docker for removeReplaced's decisions: images by
+// ID with their tags, and the IDs it was asked to remove.
+type namedImages struct {
+	tags    map[string][]string
+	removed []string
+}
+
+func (f *namedImages) ImageInspect(_ context.Context, ref string, _ ...client.ImageInspectOption) (client.ImageInspectResult, error) {
+	tags, ok := f.tags[ref]
+	if !ok {
+		return client.ImageInspectResult{}, fmt.Errorf("no such image: %s", ref)
+	}
+	var res client.ImageInspectResult
+	res.ID, res.RepoTags = ref, tags
+	return res, nil
+}
+
+func (f *namedImages) ImageImport(context.Context, client.ImageImportSource, string, client.ImageImportOptions) (client.ImageImportResult, error) {
+	return nil, fmt.Errorf("not used")
+}
+
+func (f *namedImages) ImageRemove(_ context.Context, id string, _ client.ImageRemoveOptions) (client.ImageRemoveResult, error) {
+	f.removed = append(f.removed, id)
+	delete(f.tags, id)
+	return client.ImageRemoveResult{}, nil
+}
+
+// TestRemoveReplacedNamed checks that a replaced image another name still
+// holds is kept (and said so), one the build did not replace is left
+// silently, and an untagged one is removed.
+func TestRemoveReplacedNamed(t *testing.T) {
+	const ref = ManagedRepository + ":latest"
+	old := "sha256:0123456789abcdef0123"
+	cases := []struct {
+		name        string
+		tags        []string
+		wantRemoved bool
+		wantLine    string
+	}{
+		{"untagged", []string{}, true, "removed the image 0123456789ab"},
+		{"tagged by the operator", []string{ManagedRepository + ":backup"}, false,
+			"kept the image 0123456789ab built from the previous recipe: " + ManagedRepository + ":backup still names it"},
+		{"not replaced", []string{ref}, false, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := &namedImages{tags: map[string][]string{old: c.tags}}
+			var lines []string
+			removeReplaced(context.Background(), f, ref, old, func(l string) { lines = append(lines, l) })
+			if got := len(f.removed) == 1; got != c.wantRemoved {
+				t.Errorf("removed %v; want removed %v", f.removed, c.wantRemoved)
+			}
+			got := strings.Join(lines, "\n")
+			if c.wantLine == "" && got != "" || !strings.HasPrefix(got, c.wantLine) {
+				t.Errorf("progress %q; want it to start with %q", got, c.wantLine)
+			}
+		})
 	}
 }
