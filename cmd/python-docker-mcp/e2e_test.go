@@ -451,7 +451,22 @@ func TestServesWhileImageBuilds(t *testing.T) {
 	}
 	ref := image.ManagedRepository + ":e2e-build"
 	cli.ImageRemove(context.Background(), ref, client.ImageRemoveOptions{Force: true})
-	defer cli.ImageRemove(context.Background(), ref, client.ImageRemoveOptions{Force: true})
+	var builtID string
+	// Registered before the client, so it runs after the server has exited
+	// and removed its containers: the image must then go, not stay behind
+	// untagged.
+	t.Cleanup(func() {
+		if builtID == "" {
+			cli.ImageRemove(context.Background(), ref, client.ImageRemoveOptions{Force: true})
+			return
+		}
+		if _, err := cli.ImageRemove(context.Background(), builtID, client.ImageRemoveOptions{Force: true, PruneChildren: true}); err != nil {
+			t.Errorf("remove the built image %s: %v", builtID, err)
+		}
+		if _, err := cli.ImageInspect(context.Background(), builtID); err == nil {
+			t.Errorf("the built image %s is still there after the server exited", builtID)
+		}
+	})
 	start := time.Now()
 	c := stdioClient(t, "", []string{"--image", ref, "--set", "image.packages=python3", "--set", "pool.enabled=false"})
 	if _, err := c.cs.ListTools(context.Background(), nil); err != nil {
@@ -474,9 +489,11 @@ func TestServesWhileImageBuilds(t *testing.T) {
 	if res.IsError || !strings.Contains(text(res), "built") {
 		t.Fatalf("first call after the build: %q", text(res))
 	}
-	if _, err := cli.ImageInspect(context.Background(), ref); err != nil {
+	built, err := cli.ImageInspect(context.Background(), ref)
+	if err != nil {
 		t.Fatalf("image not there after the build: %v", err)
 	}
+	builtID = built.ID
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.prog) == 0 || !strings.Contains(c.prog[0], "sandbox image") {
