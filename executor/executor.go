@@ -595,6 +595,7 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 // exit (its processes end with it) and the container is removed in the
 // background; Close waits for those removals.
 func (e *Executor) finish(sb *sandbox) {
+	defer e.pool.answered(sb) // the pool's refill may start now
 	if sb.dead.Load() {
 		return
 	}

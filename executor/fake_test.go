@@ -590,3 +590,64 @@ func TestFakeCloseEndsHold(t *testing.T) {
 		t.Errorf("Close: %v", err)
 	}
 }
+
+// A call that leaves the pool stocked holds back the refill it asks for
+// until it has answered (its creation would share the CPUs with the call),
+// at most the pool's hold; a call that empties the pool has it start at once.
+func TestFakeRefillWaitsForTheAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		size       int
+		hold       time.Duration
+		code       string
+		beforeDone bool // the refill starts while the call still runs
+	}{
+		{"held until the answer", 2, time.Hour, "sleep 400", false},
+		{"pool emptied", 1, time.Hour, "sleep 3000", true},
+		{"held at most the hold", 2, 100 * time.Millisecond, "sleep 3000", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, fb := newFake(t, func(c *config.Config) {
+				c.Pool = config.Pool{Enabled: true, Size: tc.size, MaxSize: tc.size, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 1}
+			})
+			e.pool.mu.Lock()
+			e.pool.hold = tc.hold
+			e.pool.mu.Unlock()
+			ctx := tctx(t, time.Minute)
+			eventually(t, "the pool fills", func() bool { return e.pool.idleCount() == tc.size })
+			before, hits := fb.Creates(), e.pool.hits.Load()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				if res, err := e.Transient(ctx, Request{Code: tc.code}); err != nil || res.Status != "ok" {
+					t.Errorf("call: %+v, %v", res, err)
+				}
+			}()
+			if tc.beforeDone {
+				eventually(t, "a refill starts while the call runs", func() bool {
+					select {
+					case <-done:
+						t.Fatal("the call answered before any refill started")
+					default:
+					}
+					return fb.Creates() > before
+				})
+				<-done
+				return
+			}
+			eventually(t, "the call took a pooled sandbox", func() bool { return e.pool.hits.Load() > hits })
+			time.Sleep(200 * time.Millisecond) // the call sleeps 400 ms
+			select {
+			case <-done:
+				t.Fatal("the call answered too soon to tell")
+			default:
+			}
+			if n := fb.Creates() - before; n != 0 {
+				t.Errorf("%d refill(s) started while the call that left the pool stocked was running", n)
+			}
+			<-done
+			eventually(t, "the refill starts once the call has answered", func() bool { return fb.Creates() > before })
+			eventually(t, "the pool refills", func() bool { return e.pool.idleCount() == tc.size })
+		})
+	}
+}

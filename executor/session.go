@@ -326,6 +326,7 @@ func (e *Executor) Persistent(ctx context.Context, sessionID string, req Request
 		return nil, s.id, err
 	}
 	res, err := e.run(ctx, sb, req, lim, false)
+	e.spool.answered(sb)
 	dead := sb.dead.Load()
 	e.mu.Lock()
 	if dead {
