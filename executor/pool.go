@@ -26,7 +26,7 @@ import (
 // while it runs). A call that leaves the pool stocked holds back the refill
 // it asks for until it has answered, at most refillHold: the creation's
 // CPU would otherwise slow that call down (measured: spaced print(1) p50
-// 9.6-10.1 ms with the refill beside the call, 7.3-7.4 ms after it), and
+// 9.9 ms with the refill beside the call, 7.2-8.1 ms after it), and
 // the sandboxes left serve the next calls meanwhile. A call that empties
 // the pool starts its refill at once.
 //

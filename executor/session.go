@@ -326,7 +326,9 @@ func (e *Executor) Persistent(ctx context.Context, sessionID string, req Request
 		return nil, s.id, err
 	}
 	res, err := e.run(ctx, sb, req, lim, false)
-	e.spool.answered(sb)
+	if sessionID == "" {
+		e.spool.answered(sb) // a new session's sandbox may come from the pool
+	}
 	dead := sb.dead.Load()
 	e.mu.Lock()
 	if dead {
