@@ -160,6 +160,15 @@ func TestBuildAndRebuild(t *testing.T) {
 		_, err := cli.ImageInspect(ctx, id)
 		return err != nil && isNotFound(err)
 	}
+	// lineStarting keeps the last progress line that starts with prefix.
+	lineStarting := func(prefix string) (*string, Progress) {
+		var line string
+		return &line, func(l string) {
+			if strings.HasPrefix(l, prefix) {
+				line = l
+			}
+		}
+	}
 
 	cfg := config.Default()
 	cfg.Image.Packages = []string{"python3-minimal"}
@@ -195,12 +204,8 @@ func TestBuildAndRebuild(t *testing.T) {
 	if st, _ := Check(ctx, cli, ref, r2); st != Stale {
 		t.Fatalf("Check after changing the package list = %v, want stale", st)
 	}
-	var kept string
-	built, err = Ensure(ctx, cli, ref, r2, func(line string) {
-		if strings.HasPrefix(line, "kept the image") {
-			kept = line
-		}
-	})
+	kept, progress := lineStarting("kept the image")
+	built, err = Ensure(ctx, cli, ref, r2, progress)
 	if err != nil || !built {
 		t.Fatalf("Ensure with a changed package list = %v, %v; want a rebuild", built, err)
 	}
@@ -212,26 +217,22 @@ func TestBuildAndRebuild(t *testing.T) {
 	if gone(built1) {
 		t.Errorf("the first image %s was removed while a container used it", short)
 	}
-	if !strings.Contains(kept, short) || !strings.Contains(kept, "docker image rm "+short) {
-		t.Errorf("progress when the replaced image is in use = %q; want it named, with how to remove it", kept)
+	if !strings.Contains(*kept, short) || !strings.Contains(*kept, "docker image rm "+short) {
+		t.Errorf("progress when the replaced image is in use = %q; want it named, with how to remove it", *kept)
 	}
 
 	// With nothing using it, the image a rebuild replaces goes.
 	built2 := id()
-	var removed string
-	built, err = Ensure(ctx, cli, ref, r1, func(line string) {
-		if strings.HasPrefix(line, "removed the image") {
-			removed = line
-		}
-	})
+	removed, progress := lineStarting("removed the image")
+	built, err = Ensure(ctx, cli, ref, r1, progress)
 	if err != nil || !built {
 		t.Fatalf("Ensure back to the first recipe = %v, %v; want a rebuild", built, err)
 	}
 	if !gone(built2) {
 		t.Errorf("the replaced image %s is still there after a rebuild", built2)
 	}
-	if !strings.Contains(removed, strings.TrimPrefix(built2, "sha256:")[:12]) {
-		t.Errorf("progress after removing the replaced image = %q; want it named", removed)
+	if !strings.Contains(*removed, strings.TrimPrefix(built2, "sha256:")[:12]) {
+		t.Errorf("progress after removing the replaced image = %q; want it named", *removed)
 	}
 }
 
