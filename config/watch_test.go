@@ -88,9 +88,20 @@ func TestWatchReload(t *testing.T) {
 		}
 		waitFor(step, step)
 	}
+	// Current is swapped before subscribers are told, in the watcher's
+	// goroutine: give the last notice time to arrive.
+	ended := func() bool { return len(seen) > 0 && seen[len(seen)-1] == 25 }
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		ok := ended()
+		mu.Unlock()
+		if ok {
+			break
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(seen) == 0 || seen[len(seen)-1] != 25 {
+	if !ended() {
 		t.Errorf("subscribers saw %v, want it to end with 25", seen)
 	}
 	if reloadErrs == 0 {
