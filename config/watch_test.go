@@ -47,16 +47,20 @@ func TestWatchReload(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	time.Sleep(50 * time.Millisecond) // let the watch start
 
+	// eventually polls cond for up to 10 s.
+	eventually := func(cond func() bool) bool {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if cond() {
+				return true
+			}
+		}
+		return cond()
+	}
 	waitFor := func(step int, want int) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			if w.Current().Config.Pool.Size == want {
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
+		if !eventually(func() bool { return w.Current().Config.Pool.Size == want }) {
+			t.Fatalf("step %d: pool.size = %d, want %d", step, w.Current().Config.Pool.Size, want)
 		}
-		t.Fatalf("step %d: pool.size = %d, want %d", step, w.Current().Config.Pool.Size, want)
 	}
 	body := func(n int) string { return fmt.Sprintf("pool:\n  size: %d\n", n) }
 	for step := 1; step <= 25; step++ {
@@ -90,18 +94,15 @@ func TestWatchReload(t *testing.T) {
 	}
 	// Current is swapped before subscribers are told, in the watcher's
 	// goroutine: give the last notice time to arrive.
-	ended := func() bool { return len(seen) > 0 && seen[len(seen)-1] == 25 }
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	ended := func() bool {
 		mu.Lock()
-		ok := ended()
-		mu.Unlock()
-		if ok {
-			break
-		}
+		defer mu.Unlock()
+		return len(seen) > 0 && seen[len(seen)-1] == 25
 	}
+	got := eventually(ended)
 	mu.Lock()
 	defer mu.Unlock()
-	if !ended() {
+	if !got {
 		t.Errorf("subscribers saw %v, want it to end with 25", seen)
 	}
 	if reloadErrs == 0 {
