@@ -90,7 +90,7 @@ func (e *Executor) MeasureSandbox(ctx context.Context, modules []string, preload
 		if ask {
 			e.runner.keep(resp.RunnerCode)
 			if resp.Stdlib != "" {
-				e.makeStdlibVolume(ctx, resp.Stdlib) // before the next sandbox, as a pool's sandboxes soon have it
+				e.makeTreeVolume(ctx, resp.Stdlib) // before the next sandbox, as a pool's sandboxes soon have it
 			}
 		}
 		if preload {
@@ -167,7 +167,7 @@ func (e *Executor) createMeasured(ctx context.Context, cpu func() time.Duration,
 	}
 	meta := sandboxMeta{Kind: KindTransient, Instance: e.instance, PID: e.pid, Host: e.host, Created: time.Now()}
 	spec := sandboxSpec(e.cfg.Docker, lim, meta)
-	e.stdlib.vol.Load().mountIn(&spec)
+	e.tree.vol.Load().mountIn(&spec)
 	if edit != nil {
 		edit(&spec)
 	}

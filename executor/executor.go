@@ -197,7 +197,7 @@ type Executor struct {
 	armed     atomic.Int64   // runs whose worker had installed their guard ahead (a pooled spare)
 	counts    startCounters  // for Stats
 	runner    runnerCodes    // the runner's compiled code, handed to new sandboxes
-	stdlib    stdlibState    // the standard library volume Docker sandboxes mount
+	tree      treeState      // the interpreter tree volume Docker sandboxes mount
 }
 
 // liveInstances are the executors of this process that are not closed: the
@@ -356,6 +356,7 @@ func (e *Executor) reapOrphans(ctx context.Context) (int, error) {
 		n++
 	}
 	n += e.reapVolumes(ctx, owners.alive)
+	n += e.reapTreeVolumes(ctx)
 	return n, nil
 }
 

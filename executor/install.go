@@ -611,8 +611,8 @@ func (e *Executor) sessionGone(id string) bool {
 	return !ok || s.closed
 }
 
-// reapVolumes removes package volumes and standard library volumes
-// (stdlibvol.go) that keep is false for (by label).
+// reapVolumes removes package volumes, and the standard library volumes
+// that older servers made (treevol.go), that keep is false for (by label).
 func (e *Executor) reapVolumes(ctx context.Context, keep func(labels map[string]string) bool) int {
 	if e.docker == nil {
 		return 0

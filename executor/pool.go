@@ -603,7 +603,7 @@ func (p *pool) create(modules []string) (*sandbox, error) {
 		if resp.Stdlib != "" && p.e.docker != nil && p.e.bgAdd() {
 			go func() {
 				defer p.e.bg.Done()
-				p.e.makeStdlibVolume(context.Background(), resp.Stdlib)
+				p.e.makeTreeVolume(context.Background(), resp.Stdlib)
 			}()
 		}
 	}

@@ -361,42 +361,62 @@ func TestPoolHandsOutRunnerCode(t *testing.T) {
 	}
 }
 
-// With a pool, the executor copies the image's standard library into a
-// volume of its own once, and the sandboxes made after that mount it
-// read-only over the image's directory; Close removes the volume.
-func TestStdlibVolume(t *testing.T) {
+// With a pool, the executor has its sandboxes mount the image's
+// interpreter tree (/usr) read-only from a volume, filled once per image
+// and shared by servers: it outlives Close, and the next executor mounts
+// it without filling it again.
+func TestTreeVolume(t *testing.T) {
 	e, cli := poolExec(t, 2)
-	deadline := time.Now().Add(time.Minute)
-	for e.stdlib.vol.Load() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("no standard library volume after a minute")
-		}
-		time.Sleep(50 * time.Millisecond)
+	lib := waitTree(t, e)
+	if lib.path != "/usr" {
+		t.Fatalf("tree volume over %q, want /usr", lib.path)
 	}
-	lib := e.stdlib.vol.Load()
 	for range 3 { // the sandboxes made before the volume are used up
 		wantStatus(t, transient(t, e, Request{Code: "print(1)"}), "ok")
 	}
 	waitPoolFull(t, e)
-	code := `import os
-lib = os.path.dirname(os.__file__)
-opts = [l.split()[5] for l in open("/proc/self/mountinfo") if l.split()[4] == lib]
+	code := `import os, sys
+opts = [l.split()[5] for l in open("/proc/self/mountinfo") if l.split()[4] == "/usr"]
 try:
-    open(os.path.join(lib, "planted.py"), "w")
+    open("/usr/lib/planted.py", "w")
     wrote = True
 except OSError:
     wrote = False
 import json, email.parser
-print(lib, opts[-1].split(",")[0] if opts else "not a mount", wrote)`
+print(sys.executable, opts[-1].split(",")[0] if opts else "not a mount", wrote, os.path.exists("/usr/.python-docker-mcp-tree"))`
 	res := transient(t, e, Request{Code: code, Imports: gated(t, code)})
 	wantStatus(t, res, "ok")
-	if want := lib.path + " ro False\n"; res.Stdout != want {
-		t.Errorf("a pooled sandbox's standard library (path, mount option, written): %q, want %q", res.Stdout, want)
+	if want := "/usr/bin/python3 ro False True\n"; res.Stdout != want {
+		t.Errorf("a pooled sandbox's /usr (interpreter, mount option, written, marker): %q, want %q", res.Stdout, want)
+	}
+	before, err := cli.VolumeInspect(context.Background(), lib.name, client.VolumeInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
 	if err := e.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.VolumeInspect(context.Background(), lib.name, client.VolumeInspectOptions{}); err == nil {
-		t.Errorf("volume %s left after Close", lib.name)
+	e2, _ := poolExec(t, 1)
+	lib2 := waitTree(t, e2)
+	after, err := cli.VolumeInspect(context.Background(), lib2.name, client.VolumeInspectOptions{})
+	if err != nil {
+		t.Fatalf("volume %s gone after Close: %v", lib.name, err)
 	}
+	if lib2.name != lib.name || after.Volume.CreatedAt != before.Volume.CreatedAt {
+		t.Errorf("the next executor mounts %s created %s, want the same volume %s created %s", lib2.name, after.Volume.CreatedAt, lib.name, before.Volume.CreatedAt)
+	}
+}
+
+// waitTree waits up to two minutes (a first fill copies 700 MB) for e's
+// tree volume.
+func waitTree(t *testing.T, e *Executor) *treeVolume {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for e.tree.vol.Load() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no interpreter tree volume after two minutes")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return e.tree.vol.Load()
 }

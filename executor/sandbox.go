@@ -36,6 +36,10 @@ type dockerAPI interface {
 	ContainerList(ctx context.Context, options client.ContainerListOptions) (client.ContainerListResult, error)
 	ContainerWait(ctx context.Context, id string, options client.ContainerWaitOptions) client.ContainerWaitResult
 	VolumeList(ctx context.Context, options client.VolumeListOptions) (client.VolumeListResult, error)
+	VolumeInspect(ctx context.Context, volumeID string, options client.VolumeInspectOptions) (client.VolumeInspectResult, error)
+	ImageInspect(ctx context.Context, imageID string, inspectOpts ...client.ImageInspectOption) (client.ImageInspectResult, error)
+	ContainerStatPath(ctx context.Context, containerID string, options client.ContainerStatPathOptions) (client.ContainerStatPathResult, error)
+	CopyToContainer(ctx context.Context, containerID string, options client.CopyToContainerOptions) (client.CopyToContainerResult, error)
 	VolumeRemove(ctx context.Context, volumeID string, options client.VolumeRemoveOptions) (client.VolumeRemoveResult, error)
 	Close() error
 }
@@ -130,21 +134,21 @@ func (e *Executor) dockerErr(op string, err error) error {
 // ready frame. On failure nothing is left behind.
 func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *sandbox, err error) {
 	defer func() { e.counts.countStart(err) }()
-	lib := e.stdlib.vol.Load()
+	lib := e.tree.vol.Load()
 	sb, err := e.startWith(ctx, meta, lim, lib)
-	if err != nil && lib != nil && err != ErrClosed && ctx.Err() == nil && e.stdlib.vol.CompareAndSwap(lib, nil) {
+	if err != nil && lib != nil && err != ErrClosed && ctx.Err() == nil && e.tree.vol.CompareAndSwap(lib, nil) {
 		// The volume may have been removed behind the executor's back
 		// (docker volume prune while no sandbox ran): Docker would then
 		// mount an empty one. Sandboxes read the image's own from now on.
-		e.log.Warn("a sandbox that mounts the standard library volume did not start; sandboxes read the image's own from now on", "volume", lib.name, "err", err)
+		e.log.Warn("a sandbox that mounts the interpreter tree volume did not start; sandboxes read the image's own files from now on", "volume", lib.name, "err", err)
 		sb, err = e.startWith(ctx, meta, lim, nil)
 	}
 	return sb, err
 }
 
 // startWith is start, with lib (when not nil) mounted read-only over the
-// image's standard library.
-func (e *Executor) startWith(ctx context.Context, meta sandboxMeta, lim Limits, lib *stdlibVolume) (*sandbox, error) {
+// image's interpreter tree.
+func (e *Executor) startWith(ctx context.Context, meta sandboxMeta, lim Limits, lib *treeVolume) (*sandbox, error) {
 	meta.Instance, meta.PID, meta.Host = e.instance, e.pid, e.host
 	e.self.stamp(&meta)
 	if meta.Created.IsZero() {

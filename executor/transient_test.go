@@ -42,17 +42,17 @@ func ourContainers(t testing.TB, cli *client.Client, label string) int {
 	// The holders of network namespaces are not sandboxes: they are
 	// counted only when asked for by kind (Close removes them; TestMain
 	// checks that nothing of the process is left). Nor is the container
-	// that fills the standard library volume, created and removed at once.
+	// that fills the interpreter tree volume, created and removed at once.
 	return countContainers(list.Items, label == LabelKind+"="+KindNetwork)
 }
 
 // countContainers counts items; the holders of network namespaces and the
-// container that fills the standard library volume only when holders is
+// container that fills the interpreter tree volume only when holders is
 // set.
 func countContainers(items []container.Summary, holders bool) int {
 	n := 0
 	for _, c := range items {
-		if k := c.Labels[LabelKind]; holders || (k != KindNetwork && k != KindStdlib) {
+		if k := c.Labels[LabelKind]; holders || (k != KindNetwork && k != KindTree) {
 			n++
 		}
 	}
@@ -238,18 +238,18 @@ func TestColdSandboxesLoadRunnerCode(t *testing.T) {
 	}
 }
 
-// A standard library volume that is gone (Docker mounts an empty one in
-// its place) costs no call: the sandbox that fails to start is retried
-// without it, and the executor stops mounting it.
-func TestStdlibVolumeGone(t *testing.T) {
-	name := "python-docker-mcp-stdlib-gone-" + randomHex(4)
+// A tree volume that is gone (Docker mounts an empty one in its place)
+// costs no call: the sandbox that fails to start is retried without it,
+// and the executor stops mounting it.
+func TestTreeVolumeGone(t *testing.T) {
+	name := "python-docker-mcp-tree-gone-" + randomHex(4)
 	e, cli := newExec(t, nil)
 	t.Cleanup(func() { cli.VolumeRemove(context.Background(), name, client.VolumeRemoveOptions{Force: true}) })
-	lib := &stdlibVolume{name: name, path: "/usr/lib/python3.13"}
-	e.stdlib.vol.Store(lib)
+	lib := &treeVolume{name: name, path: "/usr"}
+	e.tree.vol.Store(lib)
 	res := transient(t, e, Request{Code: "print(1)"})
 	wantStatus(t, res, "ok")
-	if e.stdlib.vol.Load() != nil {
+	if e.tree.vol.Load() != nil {
 		t.Errorf("the executor still mounts the empty volume")
 	}
 }

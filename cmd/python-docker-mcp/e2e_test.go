@@ -148,7 +148,7 @@ func structured(t *testing.T, r *sdk.CallToolResult) map[string]any {
 
 // containers counts the containers of the server process pid (other
 // tests' and other servers' may exist at the same time); holders of
-// network namespaces, and the container that fills the standard library
+// network namespaces, and the container that fills the interpreter tree
 // volume (created and removed at once), only when withHolders.
 func containers(t *testing.T, cli *client.Client, pid int, withHolders bool) int {
 	t.Helper()
@@ -159,7 +159,7 @@ func containers(t *testing.T, cli *client.Client, pid int, withHolders bool) int
 	}
 	n := 0
 	for _, c := range l.Items {
-		if k := c.Labels[executor.LabelKind]; withHolders || (k != executor.KindNetwork && k != executor.KindStdlib) {
+		if k := c.Labels[executor.LabelKind]; withHolders || (k != executor.KindNetwork && k != executor.KindTree) {
 			n++
 		}
 	}

@@ -1801,7 +1801,8 @@ class _Runner:
                 magic = sys.modules["_frozen_importlib_external"].MAGIC_NUMBER
                 resp["runner_code"] = base64.b64encode(magic + marshal.dumps(code)).decode("ascii")
             # Where this image keeps its standard library: the executor may
-            # mount a copy of it from a volume (see stdlibvol.go).
+            # mount a copy of the directory that holds it from a volume
+            # (see treevol.go).
             resp["stdlib"] = os.path.dirname(os.__file__)
         if self.worker is not None:
             self.worker.kill()

@@ -1,0 +1,248 @@
+package executor
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
+)
+
+// KindTree labels the volume that holds a copy of the image's
+// interpreter tree (and the container that fills it), as LabelKind.
+const KindTree = "tree"
+
+// KindStdlib labelled the per-server volume that held only the standard
+// library, before the tree volume replaced it; the reaper still removes
+// those that an older server left.
+const KindStdlib = "stdlib"
+
+// Labels of a tree volume: the image it is a copy of and the directory.
+const (
+	LabelImage = "python-docker-mcp.image"
+	LabelTree  = "python-docker-mcp.tree"
+)
+
+// treeMarker is the file a filler writes into a tree volume once Docker
+// has copied the image's directory into it: a volume without it is a fill
+// that did not finish.
+const treeMarker = ".python-docker-mcp-tree"
+
+// treeVolume is a named volume holding a copy of the image's top-level
+// directory that holds the interpreter, its libraries and its packages
+// (/usr in the built-in image), which Docker sandboxes mount read-only
+// over that directory. With the fuse-overlayfs storage driver (this
+// machine's), each container's root filesystem is a new FUSE mount whose
+// page cache starts cold, so every interpreter read its binary, its
+// shared libraries and every module it imported through FUSE; a volume is
+// a plain directory of the host, its pages cached across containers.
+//
+// A tree volume is one per image and directory, shared by every server
+// of the daemon (a copy of 700 MB per server start would cost each start
+// about 9 CPU seconds), and kept as long as its image exists: the reaper
+// removes it once the image is gone.
+type treeVolume struct {
+	name string // the volume
+	path string // the image's directory it is a copy of
+}
+
+// mountIn has spec mount the volume read-only over the image's
+// directory; nothing when v is nil.
+func (v *treeVolume) mountIn(spec *backend.Spec) {
+	if v != nil {
+		spec.Volumes = append(spec.Volumes, backend.Volume{Name: v.name, Path: v.path, ReadOnly: true})
+	}
+}
+
+// treeState is what the executor knows of its tree volume.
+type treeState struct {
+	vol   atomic.Pointer[treeVolume]
+	tried atomic.Bool // made (or tried to make) once per executor
+}
+
+// treeVolumeName names the tree volume of an image ID and directory.
+func treeVolumeName(imageID, dir string) string {
+	id := strings.TrimPrefix(imageID, "sha256:")
+	if len(id) > 12 {
+		id = id[:12]
+	}
+	return "python-docker-mcp-tree-" + id + strings.ReplaceAll(dir, "/", "-")
+}
+
+// treeOf is the top-level directory that holds the image's standard
+// library stdlib ("/usr" for "/usr/lib/python3.13"), or "" when no volume
+// can be mounted there: stdlib must be an absolute, clean path at least
+// three levels deep, and its top-level directory none of those the
+// sandbox writes to or the system needs, nor one that holds the working
+// directory or the package directory.
+func treeOf(stdlib, workdir string) string {
+	if !path.IsAbs(workdir) || path.Clean(workdir) == "/" || !path.IsAbs(stdlib) || path.Clean(stdlib) != stdlib || strings.Count(stdlib, "/") < 3 {
+		return ""
+	}
+	top := "/" + strings.SplitN(stdlib[1:], "/", 2)[0]
+	switch top {
+	case "/tmp", "/proc", "/dev", "/sys", "/etc", "/run", "/var", "/boot", "/home", "/root", "/mnt", "/media", "/srv":
+		return ""
+	}
+	for _, d := range []string{workdir, PackagesDir} {
+		if d == top || strings.HasPrefix(d, top+"/") {
+			return ""
+		}
+	}
+	return top
+}
+
+// makeTreeVolume has later Docker sandboxes mount the tree volume of the
+// directory that holds the image's standard library stdlib (as a fresh
+// sandbox reported it), filling it first when no server has. Only once per
+// executor, only on Docker; on any failure sandboxes keep reading the
+// image's own files.
+func (e *Executor) makeTreeVolume(ctx context.Context, stdlib string) {
+	if e.docker == nil || !e.tree.tried.CompareAndSwap(false, true) {
+		return
+	}
+	dir := treeOf(stdlib, e.cfg.Docker.WorkingDir)
+	if dir == "" {
+		e.log.Warn("the sandbox's standard library is not under a directory a volume can be mounted over; sandboxes read the image's own files", "path", stdlib)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	start := time.Now()
+	v, filled, err := e.fillTree(ctx, dir)
+	if err != nil {
+		e.log.Warn("copy the image's interpreter tree into a volume; sandboxes read the image's own files", "path", dir, "err", err)
+		return
+	}
+	e.tree.vol.Store(v)
+	e.log.Debug("sandboxes mount the interpreter tree from a volume", "volume", v.name, "path", dir, "filled", filled, "took", time.Since(start))
+}
+
+// errTreeBusy is another server's fill in progress.
+var errTreeBusy = errors.New("another server is filling the volume")
+
+// fillTree returns the tree volume of dir for the configured image,
+// filling it when no server has (filled says whether this call did). A
+// filler container, named after the volume, is the lock: Docker copies
+// the image's directory into the empty volume when it creates that
+// container (keeping modes and times, so the image's .pyc files stay
+// valid), the filler writes the marker, and the container is removed
+// unstarted. A volume without the marker is a fill that a crash cut
+// short: it is removed and filled again. While another server fills, this
+// one waits for it.
+func (e *Executor) fillTree(ctx context.Context, dir string) (*treeVolume, bool, error) {
+	img, err := e.docker.ImageInspect(ctx, e.cfg.Docker.Image)
+	if err != nil {
+		return nil, false, fmt.Errorf("inspect image %s: %w", e.cfg.Docker.Image, err)
+	}
+	name := treeVolumeName(img.ID, dir)
+	for attempt := 0; ; attempt++ {
+		filled, err := e.fillTreeOnce(ctx, img.ID, name, dir)
+		switch {
+		case err == nil:
+			return &treeVolume{name: name, path: dir}, filled, nil
+		case errors.Is(err, errTreeBusy) && ctx.Err() == nil:
+			select {
+			case <-ctx.Done():
+				return nil, false, fmt.Errorf("%w: %s still there: %w", errTreeBusy, name+"-fill", ctx.Err())
+			case <-time.After(time.Second):
+			}
+		case attempt < 2 && ctx.Err() == nil && errors.Is(err, errTreeCut):
+			// refill
+		default:
+			return nil, false, err
+		}
+	}
+}
+
+// errTreeCut is a volume without the marker, now removed.
+var errTreeCut = errors.New("a fill that did not finish")
+
+// fillTreeOnce is one try of fillTree.
+func (e *Executor) fillTreeOnce(ctx context.Context, imageID, name, dir string) (filled bool, err error) {
+	_, err = e.docker.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
+	existed := err == nil
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return false, fmt.Errorf("inspect volume %s: %w", name, err)
+	}
+	meta := sandboxMeta{Kind: KindTree, Instance: e.instance, PID: e.pid, Host: e.host, Created: time.Now()}
+	e.self.stamp(&meta)
+	spec := sandboxSpec(e.cfg.Docker, Limits{Memory: 16 << 20, CPUs: 0.1, Pids: 4}, meta)
+	spec.Image = imageID
+	spec.Command = []string{"true"}
+	cfg, host := docker.ContainerConfig(spec)
+	cfg.AttachStdin, cfg.AttachStdout, cfg.AttachStderr, cfg.OpenStdin, cfg.StdinOnce = false, false, false, false, false
+	host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeVolume, Source: name, Target: dir,
+		VolumeOptions: &mount.VolumeOptions{NoCopy: false, Labels: map[string]string{LabelKind: KindTree, LabelImage: imageID, LabelTree: dir}}})
+	created, err := e.docker.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name + "-fill", Config: cfg, HostConfig: host})
+	switch {
+	case cerrdefs.IsConflict(err):
+		return false, errTreeBusy
+	case err != nil:
+		if !existed {
+			e.removeVolume(name)
+		}
+		return false, fmt.Errorf("create the filler of volume %s: %w", name, err)
+	}
+	defer e.removeContainer(created.ID) // retried at Close when it fails
+	marker := path.Join(dir, treeMarker)
+	if _, err := e.docker.ContainerStatPath(ctx, created.ID, client.ContainerStatPathOptions{Path: marker}); err == nil {
+		return false, nil
+	} else if !cerrdefs.IsNotFound(err) {
+		return false, fmt.Errorf("look for %s in volume %s: %w", marker, name, err)
+	}
+	if existed {
+		e.removeContainer(created.ID)
+		e.removeVolume(name)
+		return false, errTreeCut
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: treeMarker, Mode: 0o444, Size: int64(len(imageID) + 1), ModTime: time.Now()})
+	tw.Write([]byte(imageID + "\n"))
+	tw.Close()
+	if _, err := e.docker.CopyToContainer(ctx, created.ID, client.CopyToContainerOptions{DestinationPath: dir, Content: &buf}); err != nil {
+		e.removeContainer(created.ID)
+		e.removeVolume(name)
+		return false, fmt.Errorf("mark volume %s filled: %w", name, err)
+	}
+	return true, nil
+}
+
+// reapTreeVolumes removes the tree volumes whose image is gone; a volume
+// still mounted stays (Docker refuses), and goes at a later start.
+func (e *Executor) reapTreeVolumes(ctx context.Context) int {
+	if e.docker == nil {
+		return 0
+	}
+	list, err := e.docker.VolumeList(ctx, client.VolumeListOptions{Filters: make(client.Filters).Add("label", LabelKind+"="+KindTree)})
+	if err != nil {
+		e.log.Warn("list volumes", "err", err)
+		return 0
+	}
+	n := 0
+	for _, v := range list.Items {
+		id := v.Labels[LabelImage]
+		if id == "" {
+			continue
+		}
+		if _, err := e.docker.ImageInspect(ctx, id); !cerrdefs.IsNotFound(err) {
+			continue
+		}
+		if _, err := e.docker.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{}); err == nil {
+			n++
+		}
+	}
+	return n
+}

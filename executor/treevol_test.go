@@ -1,0 +1,203 @@
+package executor
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+)
+
+func TestTreeOf(t *testing.T) {
+	for p, want := range map[string]string{
+		"/usr/lib/python3.13":        "/usr",
+		"/usr/local/lib/python3.12":  "/usr",
+		"/pyenv/lib/python3.11":      "/pyenv",
+		"/usr/lib":                   "", // too shallow to be a library directory
+		"/usr":                       "",
+		"/":                          "",
+		"usr/lib/python3.13":         "",
+		"/usr/lib/../lib/python3.13": "",
+		"/usr/lib/python3.13/":       "",
+		"/tmp/lib/python3.13":        "",
+		"/workspace/lib/python3.13":  "",
+		"/etc/lib/python3.13":        "",
+		"/proc/self/cwd":             "",
+		"/var/lib/python3.13":        "",
+		"/dev/shm/python3.13":        "",
+		"/home/me/lib/python3.13":    "",
+	} {
+		if got := treeOf(p, "/workspace"); got != want {
+			t.Errorf("treeOf(%q) = %q, want %q", p, got, want)
+		}
+	}
+	// A mount over a directory that holds the working directory or the
+	// package directory would hide them.
+	if got := treeOf("/srv/py/lib/python3.13", "/srv/work"); got != "" {
+		t.Errorf("a tree holding the working directory was accepted: %q", got)
+	}
+	if got := treeOf("/opt/py/lib/python3.13", "/workspace"); got != "" || PackagesDir != "/opt/pdm-packages" {
+		t.Errorf("a tree holding the package directory was accepted: %q", got)
+	}
+}
+
+func TestTreeVolumeName(t *testing.T) {
+	if got, want := treeVolumeName("sha256:af47067e3014c31af43364ea05e5e15dc065932a", "/usr"), "python-docker-mcp-tree-af47067e3014-usr"; got != want {
+		t.Errorf("treeVolumeName = %q, want %q", got, want)
+	}
+}
+
+// treeFixture is a tree volume of the image's /opt (a small directory, so
+// the test copies little and leaves the shared /usr volume alone), removed
+// when the test ends.
+func treeFixture(t *testing.T) (*Executor, *client.Client, string) {
+	t.Helper()
+	e, cli := newExec(t, nil)
+	img, err := cli.ImageInspect(context.Background(), e.cfg.Docker.Image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := treeVolumeName(img.ID, "/opt")
+	cli.VolumeRemove(context.Background(), name, client.VolumeRemoveOptions{Force: true})
+	t.Cleanup(func() {
+		cli.ContainerRemove(context.Background(), name+"-fill", client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		cli.VolumeRemove(context.Background(), name, client.VolumeRemoveOptions{Force: true})
+	})
+	return e, cli, name
+}
+
+// volumeFiles lists the files in volume name (through a container that is
+// created, never started).
+func volumeFiles(t *testing.T, cli *client.Client, image, name string) []string {
+	t.Helper()
+	ctx := context.Background()
+	c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config:     &container.Config{Image: image, Cmd: []string{"true"}},
+		HostConfig: &container.HostConfig{Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: name, Target: "/v", VolumeOptions: &mount.VolumeOptions{NoCopy: true}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	res, err := cli.CopyFromContainer(ctx, c.ID, client.CopyFromContainerOptions{SourcePath: "/v/."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Content.Close()
+	var names []string
+	tr := tar.NewReader(res.Content)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return names
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			names = append(names, h.Name)
+		}
+	}
+}
+
+// A volume left by a fill that did not finish (no marker) is removed and
+// filled again; a filled one is used as it is.
+func TestTreeFillCut(t *testing.T) {
+	e, cli, name := treeFixture(t)
+	ctx := tctx(t, 2*time.Minute)
+	// A cut fill: the volume holds a file of its own and no marker.
+	c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config:     &container.Config{Image: e.cfg.Docker.Image, Cmd: []string{"true"}},
+		HostConfig: &container.HostConfig{Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: name, Target: "/v", VolumeOptions: &mount.VolumeOptions{NoCopy: true}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "half", Mode: 0o644, Size: 1})
+	tw.Write([]byte("x"))
+	tw.Close()
+	if _, err := cli.CopyToContainer(ctx, c.ID, client.CopyToContainerOptions{DestinationPath: "/v", Content: &buf}); err != nil {
+		t.Fatal(err)
+	}
+	cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+
+	v, filled, err := e.fillTree(ctx, "/opt")
+	if err != nil {
+		t.Fatalf("fillTree: %v", err)
+	}
+	if v.name != name || v.path != "/opt" || !filled {
+		t.Errorf("fillTree = %+v, filled %v; want %s over /opt, filled", v, filled, name)
+	}
+	if got := volumeFiles(t, cli, e.cfg.Docker.Image, name); len(got) != 1 || got[0] != "./"+treeMarker {
+		t.Errorf("the refilled volume holds %q, want only the marker (the image's /opt is empty)", got)
+	}
+	if _, filled, err := e.fillTree(ctx, "/opt"); err != nil || filled {
+		t.Errorf("second fillTree: filled %v, %v; want the volume used as it is", filled, err)
+	}
+	if n := countContainers(mustList(t, cli), true); n != 0 {
+		t.Errorf("%d containers of this process left", n)
+	}
+}
+
+// While another server's filler holds the lock, fillTree waits for it,
+// and gives up with a clear error when it never goes.
+func TestTreeFillBusy(t *testing.T) {
+	e, cli, name := treeFixture(t)
+	lock, err := cli.ContainerCreate(context.Background(), client.ContainerCreateOptions{Name: name + "-fill", Config: &container.Config{Image: e.cfg.Docker.Image, Cmd: []string{"true"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+	defer cancel()
+	if _, _, err := e.fillTree(short, "/opt"); !errors.Is(err, errTreeBusy) {
+		t.Fatalf("fillTree while locked: %v, want errTreeBusy", err)
+	}
+	time.AfterFunc(1500*time.Millisecond, func() {
+		cli.ContainerRemove(context.Background(), lock.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	})
+	if _, filled, err := e.fillTree(tctx(t, time.Minute), "/opt"); err != nil || !filled {
+		t.Errorf("fillTree after the lock went: filled %v, %v; want filled", filled, err)
+	}
+}
+
+// The reaper removes tree volumes whose image is gone, and keeps those
+// whose image exists.
+func TestReapTreeVolumes(t *testing.T) {
+	e, cli, name := treeFixture(t)
+	ctx := tctx(t, time.Minute)
+	if _, _, err := e.fillTree(ctx, "/opt"); err != nil {
+		t.Fatal(err)
+	}
+	orphan := "python-docker-mcp-tree-test-" + randomHex(4)
+	t.Cleanup(func() { cli.VolumeRemove(context.Background(), orphan, client.VolumeRemoveOptions{Force: true}) })
+	if _, err := cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: orphan, Labels: map[string]string{
+		LabelKind: KindTree, LabelImage: "sha256:" + randomHex(32), LabelTree: "/usr"}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.reapTreeVolumes(ctx); n < 1 {
+		t.Errorf("reapTreeVolumes removed %d volumes, want the orphan", n)
+	}
+	if _, err := cli.VolumeInspect(ctx, orphan, client.VolumeInspectOptions{}); err == nil {
+		t.Errorf("volume %s of a gone image left", orphan)
+	}
+	if _, err := cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{}); err != nil {
+		t.Errorf("volume %s of an existing image removed: %v", name, err)
+	}
+}
+
+func mustList(t *testing.T, cli *client.Client) []container.Summary {
+	t.Helper()
+	list, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: ownLabel()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
