@@ -140,7 +140,9 @@ var errTreeBusy = errors.New("another server is filling the volume")
 // valid), the filler writes the marker, and the container is removed
 // unstarted. A volume without the marker is a fill that a crash cut
 // short: it is removed and filled again. While another server fills, this
-// one waits for it.
+// one waits for it, until the executor closes. Its own fill is not cut
+// short by Close (Docker would go on copying into a container nobody
+// removes): Close waits for it.
 func (e *Executor) fillTree(ctx context.Context, dir string) (*treeVolume, bool, error) {
 	img, err := e.docker.ImageInspect(ctx, e.cfg.Docker.Image)
 	if err != nil {
@@ -156,6 +158,8 @@ func (e *Executor) fillTree(ctx context.Context, dir string) (*treeVolume, bool,
 			select {
 			case <-ctx.Done():
 				return nil, false, fmt.Errorf("%w: %s still there: %w", errTreeBusy, name+"-fill", ctx.Err())
+			case <-e.stop: // Close does not wait for another server's fill
+				return nil, false, fmt.Errorf("%w: %s still there: %w", errTreeBusy, name+"-fill", ErrClosed)
 			case <-time.After(time.Second):
 			}
 		case attempt < 2 && ctx.Err() == nil && errors.Is(err, errTreeCut):

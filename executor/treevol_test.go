@@ -160,6 +160,12 @@ func TestTreeFillBusy(t *testing.T) {
 	if _, _, err := e.fillTree(short, "/opt"); !errors.Is(err, errTreeBusy) {
 		t.Fatalf("fillTree while locked: %v, want errTreeBusy", err)
 	}
+	// A server that closes does not wait for another's fill.
+	e2, _ := newExec(t, nil)
+	time.AfterFunc(500*time.Millisecond, func() { e2.Close(context.Background()) })
+	if _, _, err := e2.fillTree(tctx(t, time.Minute), "/opt"); !errors.Is(err, errTreeBusy) || !errors.Is(err, ErrClosed) {
+		t.Errorf("fillTree while locked, then closed: %v, want errTreeBusy and ErrClosed (not the context's end)", err)
+	}
 	time.AfterFunc(1500*time.Millisecond, func() {
 		cli.ContainerRemove(context.Background(), lock.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	})
