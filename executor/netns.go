@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/moby/moby/client"
 
@@ -76,9 +75,7 @@ func (e *Executor) leaseNetwork(ctx context.Context) (string, error) {
 // newHolder starts a holder, leased to the caller.
 func (e *Executor) newHolder(ctx context.Context) (string, error) {
 	h := &e.netns
-	meta := sandboxMeta{Kind: KindNetwork, Instance: e.instance, PID: e.pid, Host: e.host, Created: time.Now()}
-	e.self.stamp(&meta)
-	spec := sandboxSpec(e.cfg.Docker, Limits{Memory: 16 << 20, CPUs: 0.1, Pids: 4}, meta)
+	spec := e.helperSpec(KindNetwork)
 	spec.Command = holderCommand
 	spec.Env = []string{"PATH=/usr/bin:/bin"}
 	cfg, host := docker.ContainerConfig(spec)

@@ -184,6 +184,15 @@ func containerSpec(d config.Docker, lim Limits, meta sandboxMeta) (*container.Co
 	return docker.ContainerConfig(sandboxSpec(d, lim, meta))
 }
 
+// helperSpec is the spec of a container the executor runs for itself (a
+// network namespace holder, a tree volume's filler): a sandbox's
+// hardening with small limits, labelled kind and owned by this executor.
+func (e *Executor) helperSpec(kind string) backend.Spec {
+	meta := sandboxMeta{Kind: kind, Instance: e.instance, PID: e.pid, Host: e.host, Created: time.Now()}
+	e.self.stamp(&meta)
+	return sandboxSpec(e.cfg.Docker, Limits{Memory: 16 << 20, CPUs: 0.1, Pids: 4}, meta)
+}
+
 // sandboxSpec is one sandbox for any backend: a pure function from the
 // operator's sandbox config, the run's resolved limits and the sandbox's
 // metadata. Labels carry what the reaper and tests select on (kind,

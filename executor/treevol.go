@@ -180,9 +180,7 @@ func (e *Executor) fillTreeOnce(ctx context.Context, imageID, name, dir string) 
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return false, fmt.Errorf("inspect volume %s: %w", name, err)
 	}
-	meta := sandboxMeta{Kind: KindTree, Instance: e.instance, PID: e.pid, Host: e.host, Created: time.Now()}
-	e.self.stamp(&meta)
-	spec := sandboxSpec(e.cfg.Docker, Limits{Memory: 16 << 20, CPUs: 0.1, Pids: 4}, meta)
+	spec := e.helperSpec(KindTree)
 	spec.Image = imageID
 	spec.Command = []string{"true"}
 	cfg, host := docker.ContainerConfig(spec)
