@@ -207,3 +207,43 @@ func mustList(t *testing.T, cli *client.Client) []container.Summary {
 	}
 	return list.Items
 }
+
+// Servers that start together fill the volume once: one fills it, the
+// others use it (waiting for the filler's lock when they meet it).
+func TestTreeFillConcurrent(t *testing.T) {
+	e, _, name := treeFixture(t)
+	others := []*Executor{e}
+	for range 3 {
+		o, _ := newExec(t, nil)
+		others = append(others, o)
+	}
+	type result struct {
+		v      *treeVolume
+		filled bool
+		err    error
+	}
+	results := make(chan result, len(others))
+	for _, o := range others {
+		go func() {
+			v, filled, err := o.fillTree(tctx(t, time.Minute), "/opt")
+			results <- result{v, filled, err}
+		}()
+	}
+	fills := 0
+	for range others {
+		r := <-results
+		if r.err != nil {
+			t.Errorf("fillTree: %v", r.err)
+			continue
+		}
+		if r.v.name != name {
+			t.Errorf("fillTree gave volume %s, want %s", r.v.name, name)
+		}
+		if r.filled {
+			fills++
+		}
+	}
+	if fills != 1 {
+		t.Errorf("%d of %d executors filled the volume, want 1", fills, len(others))
+	}
+}
