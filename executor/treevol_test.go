@@ -72,20 +72,28 @@ func treeFixture(t *testing.T) (*Executor, *client.Client, string) {
 	return e, cli, name
 }
 
-// volumeFiles lists the files in volume name (through a container that is
-// created, never started).
-func volumeFiles(t *testing.T, cli *client.Client, image, name string) []string {
+// volumeHolder creates (never starts) a container that mounts volume
+// name at /v as it is, for the archive API to read or write it.
+func volumeHolder(t *testing.T, cli *client.Client, image, name string) string {
 	t.Helper()
-	ctx := context.Background()
-	c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+	c, err := cli.ContainerCreate(context.Background(), client.ContainerCreateOptions{
 		Config:     &container.Config{Image: image, Cmd: []string{"true"}},
 		HostConfig: &container.HostConfig{Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: name, Target: "/v", VolumeOptions: &mount.VolumeOptions{NoCopy: true}}}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-	res, err := cli.CopyFromContainer(ctx, c.ID, client.CopyFromContainerOptions{SourcePath: "/v/."})
+	return c.ID
+}
+
+// volumeFiles lists the files in volume name (through a container that is
+// created, never started).
+func volumeFiles(t *testing.T, cli *client.Client, image, name string) []string {
+	t.Helper()
+	ctx := context.Background()
+	id := volumeHolder(t, cli, image, name)
+	defer cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	res, err := cli.CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: "/v/."})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,22 +120,16 @@ func TestTreeFillCut(t *testing.T) {
 	e, cli, name := treeFixture(t)
 	ctx := tctx(t, 2*time.Minute)
 	// A cut fill: the volume holds a file of its own and no marker.
-	c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Config:     &container.Config{Image: e.cfg.Docker.Image, Cmd: []string{"true"}},
-		HostConfig: &container.HostConfig{Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: name, Target: "/v", VolumeOptions: &mount.VolumeOptions{NoCopy: true}}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := volumeHolder(t, cli, e.cfg.Docker.Image, name)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	tw.WriteHeader(&tar.Header{Name: "half", Mode: 0o644, Size: 1})
 	tw.Write([]byte("x"))
 	tw.Close()
-	if _, err := cli.CopyToContainer(ctx, c.ID, client.CopyToContainerOptions{DestinationPath: "/v", Content: &buf}); err != nil {
+	if _, err := cli.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: "/v", Content: &buf}); err != nil {
 		t.Fatal(err)
 	}
-	cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 
 	v, filled, err := e.fillTree(ctx, "/opt")
 	if err != nil {
@@ -142,8 +144,8 @@ func TestTreeFillCut(t *testing.T) {
 	if _, filled, err := e.fillTree(ctx, "/opt"); err != nil || filled {
 		t.Errorf("second fillTree: filled %v, %v; want the volume used as it is", filled, err)
 	}
-	if n := countContainers(mustList(t, cli), true); n != 0 {
-		t.Errorf("%d containers of this process left", n)
+	if left := leftovers(); len(left) != 0 {
+		t.Errorf("containers of this process left: %v", left)
 	}
 }
 
@@ -197,15 +199,6 @@ func TestReapTreeVolumes(t *testing.T) {
 	if _, err := cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{}); err != nil {
 		t.Errorf("volume %s of an existing image removed: %v", name, err)
 	}
-}
-
-func mustList(t *testing.T, cli *client.Client) []container.Summary {
-	t.Helper()
-	list, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: ownLabel()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return list.Items
 }
 
 // Servers that start together fill the volume once: one fills it, the
