@@ -197,29 +197,40 @@ func (e *Executor) fillTreeOnce(ctx context.Context, imageID, name, dir string) 
 		}
 		return false, fmt.Errorf("create the filler of volume %s: %w", name, err)
 	}
-	defer e.removeContainer(created.ID) // retried at Close when it fails
+	filled, drop, err := e.markTree(ctx, created.ID, imageID, dir, existed)
+	e.removeContainer(created.ID) // retried at Close when it fails
+	if drop {
+		e.removeVolume(name)
+	}
+	if err != nil {
+		return false, fmt.Errorf("volume %s: %w", name, err)
+	}
+	return filled, nil
+}
+
+// markTree looks for the marker in the volume that the filler container
+// id mounts at dir, and writes it when this filler's create filled the
+// volume (it did not exist before). drop says the volume must go: a fill
+// that a crash cut short (errTreeCut), or one this call could not mark.
+func (e *Executor) markTree(ctx context.Context, id, imageID, dir string, existed bool) (filled, drop bool, err error) {
 	marker := path.Join(dir, treeMarker)
-	if _, err := e.docker.ContainerStatPath(ctx, created.ID, client.ContainerStatPathOptions{Path: marker}); err == nil {
-		return false, nil
+	if _, err := e.docker.ContainerStatPath(ctx, id, client.ContainerStatPathOptions{Path: marker}); err == nil {
+		return false, false, nil
 	} else if !cerrdefs.IsNotFound(err) {
-		return false, fmt.Errorf("look for %s in volume %s: %w", marker, name, err)
+		return false, false, fmt.Errorf("look for %s: %w", marker, err)
 	}
 	if existed {
-		e.removeContainer(created.ID)
-		e.removeVolume(name)
-		return false, errTreeCut
+		return false, true, errTreeCut
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	tw.WriteHeader(&tar.Header{Name: treeMarker, Mode: 0o444, Size: int64(len(imageID) + 1), ModTime: time.Now()})
 	tw.Write([]byte(imageID + "\n"))
 	tw.Close()
-	if _, err := e.docker.CopyToContainer(ctx, created.ID, client.CopyToContainerOptions{DestinationPath: dir, Content: &buf}); err != nil {
-		e.removeContainer(created.ID)
-		e.removeVolume(name)
-		return false, fmt.Errorf("mark volume %s filled: %w", name, err)
+	if _, err := e.docker.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: dir, Content: &buf}); err != nil {
+		return false, true, fmt.Errorf("mark it filled: %w", err)
 	}
-	return true, nil
+	return true, false, nil
 }
 
 // reapTreeVolumes removes the tree volumes whose image is gone; a volume
