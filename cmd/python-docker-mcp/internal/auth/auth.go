@@ -89,10 +89,8 @@ type Options struct {
 	// modes jwt and dev.
 	ResourceURL string
 	// ListenAddr is the HTTP listen address ("host:port"); empty means stdio.
-	// Modes off and dev refuse a non-loopback address (dev unless Force).
+	// Modes off and dev refuse a non-loopback address.
 	ListenAddr string
-	// Force lets dev mode listen on a non-loopback address.
-	Force bool
 	// Dir is where dev mode keeps its key pair and token; default
 	// ~/.python-docker-mcp.
 	Dir string
@@ -187,10 +185,7 @@ func New(ctx context.Context, cfg config.Auth, opts Options) (*Authenticator, er
 	switch cfg.Mode {
 	case ModeDev:
 		if opts.ListenAddr != "" && !loopback(opts.ListenAddr) {
-			if !opts.Force {
-				return nil, fmt.Errorf("auth.mode dev on listen address %q: development keys are for loopback addresses only; listen on 127.0.0.1, use auth.mode jwt, or force it", opts.ListenAddr)
-			}
-			opts.Logger.Warn("dev authentication on a non-loopback address (forced): anyone with the development token has every scope", "addr", opts.ListenAddr)
+			return nil, fmt.Errorf("auth.mode dev on listen address %q: development keys are for loopback addresses only (anyone holding the development token has every scope); listen on 127.0.0.1 or use auth.mode jwt with your issuer's public key", opts.ListenAddr)
 		}
 		if issuer == "" {
 			issuer = DevIssuer

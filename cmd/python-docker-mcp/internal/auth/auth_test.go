@@ -639,11 +639,11 @@ func TestDevMode(t *testing.T) {
 		t.Error("token near its expiry was kept, want a new one")
 	}
 
-	// Non-loopback: refused, unless forced.
-	if _, err := New(context.Background(), cfg, Options{Dir: dir, ResourceURL: testResource, ListenAddr: "0.0.0.0:8000", Logger: quiet}); err == nil {
-		t.Error("dev mode on 0.0.0.0 without force: no error")
+	// Non-loopback: refused, and the error offers only options that exist.
+	_, err = New(context.Background(), cfg, Options{Dir: dir, ResourceURL: testResource, ListenAddr: "0.0.0.0:8000", Logger: quiet})
+	if err == nil || !strings.Contains(err.Error(), "auth.mode jwt") || strings.Contains(err.Error(), "force") {
+		t.Errorf("dev mode on 0.0.0.0: error %v, want a refusal naming auth.mode jwt and no force option", err)
 	}
-	newAuth(t, cfg, Options{Dir: dir, ListenAddr: "0.0.0.0:8000", Force: true})
 
 	// A key others can read is refused.
 	if err := os.Chmod(filepath.Join(dir, DevKeyFile), 0o644); err != nil {
