@@ -5,7 +5,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 )
@@ -61,5 +64,26 @@ func TestClientExamples(t *testing.T) {
 				t.Errorf("%s: args %q do not load: %v", f, args, err)
 			}
 		}
+	}
+}
+
+// TestKubernetesManifestImages keeps examples/kubernetes/server.yaml true to
+// what the build tags: the server container runs the image `image
+// build-server` tags by default, and the sandbox image is the configured
+// default.
+func TestKubernetesManifestImages(t *testing.T) {
+	b, err := os.ReadFile("../../examples/kubernetes/server.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var images []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "image: "); ok {
+			images = append(images, strings.Trim(v, `"'`))
+		}
+	}
+	want := []string{config.Default().Docker.Image, DefaultServerImage}
+	if diff := cmp.Diff(want, images); diff != "" {
+		t.Errorf("images in server.yaml (-want +got):\n%s", diff)
 	}
 }
