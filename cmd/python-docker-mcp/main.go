@@ -5,7 +5,7 @@
 //	python-docker-mcp [flags]                  serve MCP (stdio by default)
 //	python-docker-mcp config show [--json]     the effective config and where each value came from
 //	python-docker-mcp config validate FILE     every error of FILE; exit 0 when valid
-//	python-docker-mcp image build              build the sandbox image offline (no-op when current)
+//	python-docker-mcp image build              build the sandbox image from Debian's packages (no-op when current)
 //	python-docker-mcp image build-server       build the server's own container image (static binary)
 //	python-docker-mcp policy check FILE.py     judge a file as the server would
 //	python-docker-mcp policy eval INPUT.json   evaluate a raw policy input document
@@ -84,7 +84,8 @@ commands:
   serve (default)          serve MCP over stdio, or Streamable HTTP with --transport http
   config show [--json]     print the effective configuration and each value's source
   config validate FILE     check FILE; print every error; exit 0 when valid
-  image build              build the sandbox image offline (a no-op when it is current)
+  image build              build the sandbox image from Debian's packages (needs root and a Debian
+                           mirror, no container registry; a no-op when it is current)
   image build-server       build this server's container image from this (static) binary
   policy check FILE.py     judge FILE.py as the server would (exit 1 on deny)
   policy eval INPUT.json   evaluate a raw policy input document

@@ -1,4 +1,4 @@
-// Package image builds the default sandbox image offline: debootstrap a
+// Package image builds the default sandbox image without a container registry: debootstrap a
 // Debian release with Python and the scientific stack from Debian's own
 // packages, then import the root filesystem into Docker. No registry is
 // needed. The image carries a label with the hash of its recipe; the same

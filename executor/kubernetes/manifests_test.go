@@ -147,7 +147,7 @@ func TestManifests(t *testing.T) {
 	}{
 		{"2 replicas", d.Spec.Replicas != nil && *d.Spec.Replicas == 2},
 		{"namespace", d.Namespace == serverNS},
-		{"image python-docker-mcp:latest", len(ps.Containers) == 1 && c.Image == "python-docker-mcp:latest"},
+		{"image python-docker-mcp-server:latest", len(ps.Containers) == 1 && c.Image == "python-docker-mcp-server:latest"},
 		{"service account", ps.ServiceAccountName == sa},
 		{"no host namespaces", !ps.HostNetwork && !ps.HostPID && !ps.HostIPC},
 		{"pod runAsNonRoot", ps.SecurityContext != nil && ps.SecurityContext.RunAsNonRoot != nil && *ps.SecurityContext.RunAsNonRoot},
