@@ -104,12 +104,14 @@ func TestFilesInParts(t *testing.T) {
 	}
 	// One call's content over the per-call limit: named, with the way out.
 	res = c.call(t, "write-file", map[string]any{"session_id": id, "path": "x.bin", "content": base64.StdEncoding.EncodeToString(want[:part+1]), "encoding": "base64"})
+	t.Logf("one call past the per-call limit: %s", text(res))
 	if msg := text(res); !res.IsError || strings.Contains(msg, "invalid path") || !strings.Contains(msg, "limits.max_code_bytes") ||
 		!strings.Contains(msg, fmt.Sprintf("at most %d bytes", part)) || !strings.Contains(msg, "append: true") {
 		t.Errorf("write-file of %d bytes: %q", part+1, msg)
 	}
 	// resources/read returns whole files only, up to outputs.max_stream_bytes.
 	_, err := c.cs.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: "sandbox://" + id + "/in/big.bin"})
+	t.Logf("resources/read of the whole file: %v", err)
 	if err == nil || strings.Contains(err.Error(), "invalid path") || !strings.Contains(err.Error(), "outputs.max_stream_bytes") || !strings.Contains(err.Error(), "offset") {
 		t.Errorf("resources/read of a 10 MiB file: %v", err)
 	}
@@ -140,6 +142,7 @@ func TestFileLimitsAreNamed(t *testing.T) {
 		}
 	}
 	res = write("f.txt", true, "y")
+	t.Logf("append past the cap: %s", text(res))
 	if msg := text(res); !res.IsError || strings.Contains(msg, "invalid path") || !strings.Contains(msg, "limits.max_file_bytes") ||
 		!strings.Contains(msg, fmt.Sprintf("would be %d bytes", 2<<20+1)) || !strings.Contains(msg, "nothing was written") {
 		t.Errorf("an append past limits.max_file_bytes: %q", msg)
@@ -152,6 +155,7 @@ func TestFileLimitsAreNamed(t *testing.T) {
 		t.Fatalf("write-file g.txt: %q", text(res))
 	}
 	res = write("g.txt", true, mib)
+	t.Logf("append past the workspace: %s", text(res))
 	if msg := text(res); !res.IsError || !strings.Contains(msg, "docker.workspace_size") || !strings.Contains(msg, "full") {
 		t.Errorf("an append past the workspace tmpfs: %q", msg)
 	}
@@ -164,6 +168,7 @@ func TestFileLimitsAreNamed(t *testing.T) {
 		t.Fatalf("making h.bin: %q", text(res))
 	}
 	res = c.call(t, "read-file", map[string]any{"session_id": id, "path": "h.bin", "offset": 0, "length": 10})
+	t.Logf("read past the cap: %s", text(res))
 	if msg := text(res); !res.IsError || strings.Contains(msg, "invalid path") || !strings.Contains(msg, "limits.max_file_bytes") || !strings.Contains(msg, fmt.Sprintf("%d bytes", 2<<20+1)) {
 		t.Errorf("read-file of a file past limits.max_file_bytes: %q", msg)
 	}
