@@ -648,9 +648,9 @@ func (e *FileLimitError) Error() string {
 	case LimitWriteChunk:
 		what = fmt.Sprintf("%d bytes in one call; one call takes at most %d bytes (%s, at least 1 MiB)", e.Size, e.Max, e.Limit)
 	case LimitWorkspace:
-		what = fmt.Sprintf("the working directory is full (%s): %s", e.Limit, e.Detail)
+		what = fmt.Sprintf("the session's workspace is full (%s): %s", e.Limit, e.Detail)
 		if e.Max > 0 {
-			what = fmt.Sprintf("the working directory is full: its tmpfs holds %d bytes in all (%s); %s", e.Max, e.Limit, e.Detail)
+			what = fmt.Sprintf("the session's workspace is full: %s of the %d bytes its tmpfs holds for all files (%s)", e.Detail, e.Max, e.Limit)
 		}
 	case LimitFile:
 		if e.Op == "write" {

@@ -2037,9 +2037,9 @@ def _too_large(file_size, msg):
     return {"status": "error", "file_size": file_size, "error": {"type": "FileTooLarge", "message": msg}}
 
 
-def _no_space(vfs, want, free, file_size):
+def _no_space(want, free, file_size):
     return {"status": "error", "file_size": file_size, "error": {"type": "NoSpace", "message":
-            "%d bytes do not fit: %d bytes are free of the working directory's %d" % (want, max(free, 0), vfs.f_blocks * vfs.f_frsize)}}
+            "%d bytes do not fit, %d bytes are free" % (want, max(free, 0))}}
 
 
 def _file_op(req):
@@ -2105,7 +2105,7 @@ def _file_op(req):
                     refused = _too_large(before, "%r is %d bytes; with these %d bytes it would be %d bytes; the maximum is %d bytes"
                                          % (req.get("path"), before, len(data), before + len(data), limit))
                 elif len(data) > free:
-                    refused = _no_space(vfs, len(data), free, st.st_size)
+                    refused = _no_space(len(data), free, st.st_size)
                 else:
                     if not append:
                         os.ftruncate(fd, 0)
@@ -2115,7 +2115,8 @@ def _file_op(req):
                         if e.errno not in (errno.ENOSPC, errno.EDQUOT):
                             raise
                         os.ftruncate(fd, before)
-                        refused = _no_space(os.fstatvfs(fd), len(data), free, before)
+                        vfs = os.fstatvfs(fd)
+                        refused = _no_space(len(data), vfs.f_bavail * vfs.f_frsize, before)
                 size = os.fstat(fd).st_size
             finally:
                 os.close(fd)
