@@ -215,6 +215,10 @@ type Limits struct {
 	MaxStateBytes  Size `koanf:"max_state_bytes" json:"max_state_bytes"`
 	MaxImageBytes  Size `koanf:"max_image_bytes" json:"max_image_bytes"`
 	MaxCodeBytes   Size `koanf:"max_code_bytes" json:"max_code_bytes"`
+	// MaxFileBytes caps a file that read-file and write-file move in and
+	// out of a session's working directory, over all the calls (chunks)
+	// that move it.
+	MaxFileBytes Size `koanf:"max_file_bytes" json:"max_file_bytes"`
 }
 
 // Outputs configures the full text of truncated output streams: a stream
@@ -341,6 +345,7 @@ func Default() Config {
 			MaxStateBytes:  1 << 20,
 			MaxImageBytes:  4 << 20,
 			MaxCodeBytes:   1 << 20,
+			MaxFileBytes:   64 << 20,
 		},
 		Outputs: Outputs{
 			MaxStreamBytes: 4 << 20,

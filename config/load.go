@@ -656,6 +656,7 @@ func validate(c Config, source func(key string) string) Errors {
 		"limits.max_state_bytes":   c.Limits.MaxStateBytes,
 		"limits.max_image_bytes":   c.Limits.MaxImageBytes,
 		"limits.max_code_bytes":    c.Limits.MaxCodeBytes,
+		"limits.max_file_bytes":    c.Limits.MaxFileBytes,
 		"server.max_body_bytes":    c.Server.MaxBodyBytes,
 		"outputs.max_stream_bytes": c.Outputs.MaxStreamBytes,
 		"outputs.max_total_bytes":  c.Outputs.MaxTotalBytes,

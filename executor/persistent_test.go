@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io/fs"
@@ -179,7 +180,78 @@ func TestSessionFiles(t *testing.T) {
 	// Reads are capped at outputs.max_stream_bytes (4 MiB by default).
 	res, _ = persistent(t, e, id, Request{Owner: "o", Code: "open('big.bin', 'wb').write(b'x' * (5 << 20))"})
 	wantStatus(t, res, "ok")
-	if _, err := e.ReadFile(ctx, "o", id, "big.bin"); !errors.Is(err, ErrInvalidPath) || !strings.Contains(err.Error(), "maximum") {
-		t.Errorf("ReadFile of 5 MiB = %v, want a size error", err)
+	var lerr *FileLimitError
+	if _, err := e.ReadFile(ctx, "o", id, "big.bin"); !errors.As(err, &lerr) || lerr.Limit != LimitReadChunk || lerr.Size != 5<<20 || errors.Is(err, ErrInvalidPath) {
+		t.Errorf("ReadFile of 5 MiB = %v, want a FileLimitError naming %s", err, LimitReadChunk)
+	}
+}
+
+// Files larger than one call move in parts: appends build them, reads at
+// an offset return them, and each refusal names the limit it hit and
+// leaves the file as it was.
+func TestSessionFileParts(t *testing.T) {
+	e, _ := newExec(t, func(c *config.Config) {
+		c.Limits.MaxFileBytes = 3 << 20
+		c.Docker.WorkspaceSize = 3<<20 + 512<<10
+	})
+	ctx := tctx(t, 2*time.Minute)
+	_, id := persistent(t, e, "", Request{Owner: "o", Code: "1"})
+	want := make([]byte, 3<<20)
+	for i := range want {
+		want[i] = byte(i * 7 / 3)
+	}
+	part := int(e.FileLimits().WriteChunk)
+	if err := e.WriteFile(ctx, "o", id, "d/f.bin", want[:part]); err != nil {
+		t.Fatal(err)
+	}
+	for off := part; off < len(want); off += part {
+		size, err := e.AppendFile(ctx, "o", id, "d/f.bin", want[off:min(off+part, len(want))])
+		if err != nil {
+			t.Fatalf("AppendFile at %d: %v", off, err)
+		}
+		if size != int64(min(off+part, len(want))) {
+			t.Errorf("AppendFile at %d: the file is %d bytes, want %d", off, size, min(off+part, len(want)))
+		}
+	}
+	var got []byte
+	for off := int64(0); ; {
+		c, err := e.ReadFileAt(ctx, "o", id, "d/f.bin", off, 1000000)
+		if err != nil {
+			t.Fatalf("ReadFileAt(%d): %v", off, err)
+		}
+		if c.FileSize != int64(len(want)) || c.Offset != off {
+			t.Fatalf("ReadFileAt(%d): offset %d of a file of %d bytes, want %d of %d", off, c.Offset, c.FileSize, off, len(want))
+		}
+		got = append(got, c.Data...)
+		off += int64(len(c.Data))
+		if !c.More() {
+			break
+		}
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("read back %d bytes that differ from the %d written", len(got), len(want))
+	}
+	if _, err := e.ReadFileAt(ctx, "o", id, "d/f.bin", int64(len(want))+1, 0); !errors.Is(err, ErrInvalidRequest) {
+		t.Errorf("ReadFileAt past the end = %v, want ErrInvalidRequest", err)
+	}
+	// One byte more than limits.max_file_bytes: refused, the file unchanged.
+	var lerr *FileLimitError
+	if _, err := e.AppendFile(ctx, "o", id, "d/f.bin", []byte("x")); !errors.As(err, &lerr) || lerr.Limit != LimitFile || lerr.Size != int64(len(want))+1 || lerr.Max != 3<<20 {
+		t.Errorf("AppendFile past limits.max_file_bytes = %v, want a FileLimitError naming %s", err, LimitFile)
+	}
+	// More than one call takes.
+	if err := e.WriteFile(ctx, "o", id, "g.bin", make([]byte, part+1)); !errors.As(err, &lerr) || lerr.Limit != LimitWriteChunk {
+		t.Errorf("WriteFile of %d bytes = %v, want a FileLimitError naming %s", part+1, err, LimitWriteChunk)
+	}
+	// The 3.5 MiB workspace holds 3 MiB already: 1 MiB more does not fit,
+	// and the refused new file is not left behind.
+	if _, err := e.AppendFile(ctx, "o", id, "g.bin", want[:part]); !errors.As(err, &lerr) || lerr.Limit != LimitWorkspace || !strings.Contains(err.Error(), "docker.workspace_size") {
+		t.Errorf("AppendFile into a full workspace = %v, want a FileLimitError naming %s", err, LimitWorkspace)
+	}
+	if _, err := e.ReadFileAt(ctx, "o", id, "g.bin", 0, 0); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a refused write left g.bin behind: %v", err)
+	}
+	if c, err := e.ReadFileAt(ctx, "o", id, "d/f.bin", 0, 1); err != nil || c.FileSize != int64(len(want)) {
+		t.Errorf("after the refusals d/f.bin is %d bytes (%v), want %d", c.FileSize, err, len(want))
 	}
 }

@@ -574,35 +574,218 @@ func (e *Executor) fileOp(ctx context.Context, owner, sessionID string, frame ma
 	return resp, errorOf(resp)
 }
 
-func (e *Executor) readCap() int64  { return e.retainCap() }
-func (e *Executor) writeCap() int64 { return max(int64(e.cfg.Limits.MaxCodeBytes), 1<<20) }
+func (e *Executor) readCap() int64  { return e.cfg.FileLimits().ReadChunk }
+func (e *Executor) writeCap() int64 { return e.cfg.FileLimits().WriteChunk }
+func (e *Executor) fileCap() int64  { return e.cfg.FileLimits().File }
 
-// ReadFile returns a file of a session's working directory. path is
+// FileLimits are the sizes that bound moving a session file in and out.
+type FileLimits struct {
+	// ReadChunk is the most one ReadFileAt returns, and the largest file
+	// ReadFile returns whole: outputs.max_stream_bytes (at least
+	// limits.max_output_bytes).
+	ReadChunk int64
+	// WriteChunk is the most one WriteFile or AppendFile takes:
+	// limits.max_code_bytes, at least 1 MiB.
+	WriteChunk int64
+	// File is the largest file ReadFileAt reads and WriteFile or
+	// AppendFile make: limits.max_file_bytes (64 MiB when unset).
+	File int64
+	// Workspace is the working directory's tmpfs size
+	// (docker.workspace_size); every file in it counts.
+	Workspace int64
+}
+
+// FileLimits are the limits of file operations under c.
+func (c Config) FileLimits() FileLimits {
+	out := int64(c.Limits.MaxOutputBytes)
+	if out <= 0 {
+		out = 1 << 20
+	}
+	file := int64(c.Limits.MaxFileBytes)
+	if file <= 0 {
+		file = 64 << 20
+	}
+	return FileLimits{
+		ReadChunk:  max(int64(c.Outputs.MaxStreamBytes), out),
+		WriteChunk: max(int64(c.Limits.MaxCodeBytes), 1<<20),
+		File:       file,
+		Workspace:  int64(c.Docker.WorkspaceSize),
+	}
+}
+
+// FileLimits reports the limits of file operations. Safe for concurrent use.
+func (e *Executor) FileLimits() FileLimits { return e.cfg.FileLimits() }
+
+// Which limit a FileLimitError names.
+const (
+	LimitReadChunk  = "outputs.max_stream_bytes" // a whole-file read (ReadFile)
+	LimitWriteChunk = "limits.max_code_bytes"    // the data of one write
+	LimitFile       = "limits.max_file_bytes"    // the file's total size
+	LimitWorkspace  = "docker.workspace_size"    // the working directory's tmpfs
+)
+
+// FileLimitError is a file operation refused (nothing of it done) because
+// it would pass a limit. It wraps ErrLimitExceeded.
+type FileLimitError struct {
+	Op    string // "read" or "write"
+	Path  string
+	Limit string // LimitReadChunk, LimitWriteChunk, LimitFile or LimitWorkspace
+	Max   int64  // the limit in bytes
+	// Size is what would pass it: the file's size (reads, LimitFile), the
+	// data of the call (LimitWriteChunk, LimitWorkspace) or the file's size
+	// with it (appends, LimitFile).
+	Size int64
+	// FileSize is the file's size as the operation left it, -1 when
+	// unknown.
+	FileSize int64
+	// Detail is the sandbox's own account, if any (free space, say).
+	Detail string
+}
+
+func (e *FileLimitError) Error() string {
+	var what string
+	switch e.Limit {
+	case LimitWriteChunk:
+		what = fmt.Sprintf("%d bytes in one call; one call takes at most %d bytes (%s, at least 1 MiB)", e.Size, e.Max, e.Limit)
+	case LimitWorkspace:
+		what = fmt.Sprintf("the session's workspace is full (%s): %s", e.Limit, e.Detail)
+		if e.Max > 0 {
+			what = fmt.Sprintf("the session's workspace is full: %s of the %d bytes its tmpfs holds for all files (%s)", e.Detail, e.Max, e.Limit)
+		}
+	case LimitFile:
+		if e.Op == "write" {
+			what = fmt.Sprintf("the file would be %d bytes; the largest file is %d bytes (%s)", e.Size, e.Max, e.Limit)
+		} else {
+			what = fmt.Sprintf("the file is %d bytes; the largest file is %d bytes (%s)", e.Size, e.Max, e.Limit)
+		}
+	default:
+		what = fmt.Sprintf("the file is %d bytes; a whole-file read returns at most %d bytes (%s)", e.Size, e.Max, e.Limit)
+	}
+	return fmt.Sprintf("%s %s: %s: %s", e.Op, e.Path, ErrLimitExceeded, what)
+}
+
+func (e *FileLimitError) Unwrap() error { return ErrLimitExceeded }
+
+// fileLimitOf turns the runner's FileTooLarge and NoSpace answers into a
+// FileLimitError (limit names which cap a FileTooLarge passed, max its
+// size); other answers are left to errorOf.
+func (e *Executor) fileLimitOf(resp *runnerResponse, op, path, limit string, max, data int64) error {
+	if resp.Status != "error" || resp.Error == nil {
+		return nil
+	}
+	switch resp.Error.Type {
+	case "FileTooLarge":
+		size := resp.FileSize // a read's file; a write's file before the call
+		if op == "write" {
+			size += data
+		}
+		return &FileLimitError{Op: op, Path: path, Limit: limit, Max: max, Size: size, FileSize: resp.FileSize, Detail: resp.Error.Message}
+	case "NoSpace":
+		return &FileLimitError{Op: op, Path: path, Limit: LimitWorkspace, Max: int64(e.cfg.Docker.WorkspaceSize), Size: data, FileSize: resp.FileSize, Detail: resp.Error.Message}
+	case "BadOffset":
+		return fmt.Errorf("%s %s: %w: %s", op, path, ErrInvalidRequest, resp.Error.Message)
+	}
+	return nil
+}
+
+// ReadFile returns a whole file of a session's working directory. path is
 // relative to it (or absolute inside it); "..", paths outside and symlinks
 // leading out fail with ErrInvalidPath; a missing file with fs.ErrNotExist.
 // Files larger than outputs.max_stream_bytes (at least
-// limits.max_output_bytes) are refused.
+// limits.max_output_bytes) are refused with a FileLimitError; ReadFileAt
+// reads them in parts.
 func (e *Executor) ReadFile(ctx context.Context, owner, sessionID, path string) ([]byte, error) {
 	resp, err := e.fileOp(ctx, owner, sessionID, map[string]any{"op": "read", "path": path, "max_bytes": e.readCap()})
 	if err != nil {
+		if fileLimitErr(resp) {
+			return nil, e.fileLimitOf(resp, "read", path, LimitReadChunk, e.readCap(), 0)
+		}
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	return resp.Data, nil
 }
 
+// FileChunk is a part of a session file.
+type FileChunk struct {
+	Data     []byte
+	Offset   int64 // where Data starts in the file
+	FileSize int64 // the file's size when it was read
+}
+
+// More says whether the file goes on after this part.
+func (c FileChunk) More() bool { return c.Offset+int64(len(c.Data)) < c.FileSize }
+
+// ReadFileAt returns up to length bytes of a session file from offset
+// (length <= 0, or more than FileLimits().ReadChunk, means ReadChunk),
+// with the path rules of ReadFile; an offset past the end is
+// ErrInvalidRequest. A file larger than limits.max_file_bytes is refused
+// with a FileLimitError. Loop with Offset+len(Data) while More.
+func (e *Executor) ReadFileAt(ctx context.Context, owner, sessionID, path string, offset, length int64) (FileChunk, error) {
+	if offset < 0 {
+		return FileChunk{}, fmt.Errorf("read %s: %w: offset %d is negative", path, ErrInvalidRequest, offset)
+	}
+	if length <= 0 || length > e.readCap() {
+		length = e.readCap()
+	}
+	resp, err := e.fileOp(ctx, owner, sessionID, map[string]any{"op": "read", "path": path, "offset": offset, "length": length,
+		"max_bytes": e.readCap(), "max_file_bytes": e.fileCap()})
+	if err != nil {
+		if fileLimitErr(resp) {
+			return FileChunk{}, e.fileLimitOf(resp, "read", path, LimitFile, e.fileCap(), 0)
+		}
+		return FileChunk{}, fmt.Errorf("read %s: %w", path, err)
+	}
+	return FileChunk{Data: resp.Data, Offset: offset, FileSize: resp.FileSize}, nil
+}
+
 // WriteFile creates or replaces a file (and its parent directories) in a
 // session's working directory, with the path rules of ReadFile. data is at
-// most limits.max_code_bytes (at least 1 MiB); the workspace tmpfs size
-// (docker.workspace_size) caps the total.
+// most limits.max_code_bytes (at least 1 MiB) and limits.max_file_bytes;
+// the workspace tmpfs size (docker.workspace_size) caps all files
+// together. Passing a limit is a FileLimitError; a file that did not fit
+// the workspace is left empty.
 func (e *Executor) WriteFile(ctx context.Context, owner, sessionID, path string, data []byte) error {
+	_, err := e.write(ctx, owner, sessionID, path, data, false)
+	return err
+}
+
+// AppendFile adds data at the end of a session file (creating it and its
+// parent directories when missing) and returns the file's new size, with
+// the limits of WriteFile; the file grows to at most limits.max_file_bytes.
+// A refused or failed append leaves the file as it was.
+func (e *Executor) AppendFile(ctx context.Context, owner, sessionID, path string, data []byte) (int64, error) {
+	return e.write(ctx, owner, sessionID, path, data, true)
+}
+
+func (e *Executor) write(ctx context.Context, owner, sessionID, path string, data []byte, appendTo bool) (int64, error) {
 	if int64(len(data)) > e.writeCap() {
-		return fmt.Errorf("write %s: %w: %d bytes; the maximum is %d bytes", path, ErrLimitExceeded, len(data), e.writeCap())
+		return 0, &FileLimitError{Op: "write", Path: path, Limit: LimitWriteChunk, Max: e.writeCap(), Size: int64(len(data)), FileSize: -1}
 	}
-	_, err := e.fileOp(ctx, owner, sessionID, map[string]any{"op": "write", "path": path, "data": base64.StdEncoding.EncodeToString(data)})
+	if int64(len(data)) > e.fileCap() {
+		return 0, &FileLimitError{Op: "write", Path: path, Limit: LimitFile, Max: e.fileCap(), Size: int64(len(data)), FileSize: -1}
+	}
+	resp, err := e.fileOp(ctx, owner, sessionID, map[string]any{"op": "write", "path": path, "data": base64.StdEncoding.EncodeToString(data),
+		"append": appendTo, "max_file_bytes": e.fileCap()})
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		if fileLimitErr(resp) {
+			return 0, e.fileLimitOf(resp, "write", path, LimitFile, e.fileCap(), int64(len(data)))
+		}
+		return 0, fmt.Errorf("write %s: %w", path, err)
 	}
-	return nil
+	return resp.FileSize, nil
+}
+
+// fileLimitErr says whether a file operation's reply is one fileLimitOf
+// explains.
+func fileLimitErr(resp *runnerResponse) bool {
+	if resp == nil || resp.Error == nil {
+		return false
+	}
+	switch resp.Error.Type {
+	case "FileTooLarge", "NoSpace", "BadOffset":
+		return true
+	}
+	return false
 }
 
 // ListFiles lists a directory of a session's working directory recursively

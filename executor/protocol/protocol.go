@@ -23,8 +23,8 @@ const (
 	OpRun       = "run"       // run code (see the executor's run frame)
 	OpPreload   = "preload"   // import "modules" ahead of a call
 	OpParse     = "parse"     // compile "code" to an AST only: syntax check
-	OpRead      = "read"      // read "path" of the working directory
-	OpWrite     = "write"     // write "data" to "path"
+	OpRead      = "read"      // read "path" of the working directory (whole, at most "max_bytes"; or "length" bytes from "offset")
+	OpWrite     = "write"     // write "data" to "path" (replace, or "append"), the file at most "max_file_bytes"
 	OpList      = "list"      // list "path" (recursively)
 	OpInterrupt = "interrupt" // interrupt the running request "id" (no reply of its own)
 	OpExit      = "exit"      // end the runner (no reply)
@@ -96,7 +96,9 @@ type Ready struct {
 // when the request set "runner_code", RunnerCode: the runner's Python's
 // 4-byte magic number, then its marshalled code; and Stdlib: the
 // directory of its standard library), parse Syntax, read Data, list
-// Entries.
+// Entries. Read and write replies carry FileSize, the file's size in
+// bytes after the operation (also on their errors FileTooLarge, NoSpace
+// and BadOffset).
 type Reply struct {
 	ID              uint64          `json:"id"`
 	Nonce           string          `json:"nonce"`
@@ -120,6 +122,7 @@ type Reply struct {
 	Syntax          *SyntaxError    `json:"syntax"`
 	Data            []byte          `json:"data"`
 	Entries         []Entry         `json:"entries"`
+	FileSize        int64           `json:"file_size"`
 }
 
 // DecodeReply decodes one frame from the sandbox and checks that it

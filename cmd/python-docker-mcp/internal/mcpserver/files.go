@@ -33,7 +33,9 @@ type noArgs struct{}
 // fileArgs are read-file's arguments.
 type fileArgs struct {
 	sessionArg
-	Path string `json:"path" jsonschema:"Path relative to /workspace (or absolute under /workspace)."`
+	Path   string `json:"path" jsonschema:"Path relative to /workspace (or absolute under /workspace)."`
+	Offset int64  `json:"offset,omitempty" jsonschema:"Byte offset to read from; default 0. Pass the previous result's next_offset while more is true."`
+	Length int64  `json:"length,omitempty" jsonschema:"Most bytes to return; default (and at most) the per-call limit in the tool description."`
 }
 
 // writeFileArgs are write-file's arguments.
@@ -42,6 +44,7 @@ type writeFileArgs struct {
 	Path     string `json:"path" jsonschema:"Path relative to /workspace (or absolute under /workspace)."`
 	Content  string `json:"content" jsonschema:"File content, as text or base64 (see encoding)."`
 	Encoding string `json:"encoding,omitempty" jsonschema:"How content is encoded."`
+	Append   bool   `json:"append,omitempty" jsonschema:"Add content at the end of the file (creating it if missing) instead of replacing it: send a large file in parts, the first without append."`
 }
 
 // listFilesArgs are list-files' arguments.
@@ -73,18 +76,23 @@ type sessionOut struct {
 
 // readFileOut is read-file's result.
 type readFileOut struct {
-	Path     string `json:"path"`
-	Size     int    `json:"size"`
-	Encoding string `json:"encoding"`
-	Content  string `json:"content"`
-	URI      string `json:"uri,omitempty"`
+	Path       string `json:"path"`
+	Size       int    `json:"size" jsonschema:"Bytes of the file in content."`
+	Encoding   string `json:"encoding"`
+	Content    string `json:"content"`
+	URI        string `json:"uri,omitempty"`
+	Offset     int64  `json:"offset" jsonschema:"Where content starts in the file."`
+	TotalSize  int64  `json:"total_size" jsonschema:"The file's size in bytes."`
+	More       bool   `json:"more" jsonschema:"The file goes on after content: call again with offset next_offset."`
+	NextOffset int64  `json:"next_offset" jsonschema:"offset plus size: where the next part starts."`
 }
 
 // writeFileOut is write-file's result.
 type writeFileOut struct {
-	Path string `json:"path"`
-	Size int    `json:"size"`
-	URI  string `json:"uri,omitempty"`
+	Path      string `json:"path"`
+	Size      int    `json:"size" jsonschema:"Bytes written by this call."`
+	TotalSize int64  `json:"total_size" jsonschema:"The file's size in bytes after this call."`
+	URI       string `json:"uri,omitempty"`
 }
 
 // listFilesOut is list-files' result.
@@ -174,7 +182,30 @@ func sessionError(sessionID string, err error) *mcp.CallToolResult {
 	case errors.Is(err, executor.ErrInvalidPath):
 		return toolError(err.Error()+" (paths must stay inside /workspace)", nil)
 	}
+	var lerr *executor.FileLimitError
+	if errors.As(err, &lerr) {
+		return toolError(err.Error()+"; "+fileLimitAdvice(lerr), nil)
+	}
 	return toolError(err.Error(), nil)
+}
+
+// fileLimitAdvice says what to do about a file operation refused at a
+// limit.
+func fileLimitAdvice(e *executor.FileLimitError) string {
+	switch e.Limit {
+	case executor.LimitWriteChunk:
+		return fmt.Sprintf("nothing was written. Send the file in parts of at most %d bytes: the first with write-file as usual, each next one with append: true", e.Max)
+	case executor.LimitFile:
+		if e.Op == "write" {
+			return "nothing was written. Keep the file smaller (compress it, or split it into several files) or ask the operator to raise limits.max_file_bytes"
+		}
+		return "nothing was read. Make it smaller in the session first (compress it, or split it into files of at most that size with execute-persistent) or ask the operator to raise limits.max_file_bytes"
+	case executor.LimitWorkspace:
+		return "nothing of this call was kept. Delete files the session no longer needs (execute-persistent) or ask the operator to raise docker.workspace_size"
+	case executor.LimitReadChunk:
+		return "read-file reads it in parts (offset and length)"
+	}
+	return ""
 }
 
 func (s *Server) cleanupSession(ctx context.Context, _ mcp.CallToolRequest, args sessionArgs) (*mcp.CallToolResult, error) {
@@ -215,26 +246,60 @@ func (s *Server) listSessions(ctx context.Context, _ mcp.CallToolRequest, _ noAr
 	return mcp.NewToolResultStructured(out, strings.TrimRight(b.String(), "\n")), nil
 }
 
-func (s *Server) readFile(ctx context.Context, _ mcp.CallToolRequest, args fileArgs) (*mcp.CallToolResult, error) {
+func (s *Server) readFile(ctx context.Context, req mcp.CallToolRequest, args fileArgs) (*mcp.CallToolResult, error) {
 	id, p := args.SessionID, args.Path
 	owner, refusal := s.sessionGate(ctx, ToolReadFile, id)
 	if refusal != nil {
 		return refusal, nil
 	}
-	data, err := s.d.Exec.ReadFile(ctx, owner, id, p)
+	c, err := s.d.Exec.ReadFileAt(ctx, owner, id, p, args.Offset, args.Length)
 	if err != nil {
 		return sessionError(id, err), nil
 	}
-	out := readFileOut{Path: p, Size: len(data), URI: s.fileURI(id, p)}
+	if c.More() {
+		c.Data = runeCut(c.Data)
+	}
+	data := c.Data
+	out := readFileOut{Path: p, Size: len(data), URI: s.fileURI(id, p), Offset: c.Offset, TotalSize: c.FileSize,
+		More: c.More(), NextOffset: c.Offset + int64(len(data))}
+	s.byteProgress(ctx, req)(out.NextOffset, c.FileSize, fmt.Sprintf("read %s: %d of %d bytes", p, out.NextOffset, c.FileSize))
+	part := ""
+	if out.Offset > 0 || out.More {
+		part = fmt.Sprintf("bytes %d-%d of %d", out.Offset, out.NextOffset, out.TotalSize)
+		if out.More {
+			part += fmt.Sprintf("; more remains: call read-file again with offset %d", out.NextOffset)
+		}
+	}
 	if utf8.Valid(data) {
 		out.Encoding, out.Content = "text", string(data)
+		if part != "" {
+			return mcp.NewToolResultStructured(out, string(data)+"\n--- "+p+": "+part+" ---"), nil
+		}
 		return mcp.NewToolResultStructured(out, string(data)), nil
 	}
 	out.Encoding, out.Content = "base64", base64.StdEncoding.EncodeToString(data)
+	if part != "" {
+		return mcp.NewToolResultStructured(out, fmt.Sprintf("%s: %s of binary data (base64 in structured content)", p, part)), nil
+	}
 	return mcp.NewToolResultStructured(out, fmt.Sprintf("%s: %d bytes of binary data (base64 in structured content)", p, len(data))), nil
 }
 
-func (s *Server) writeFile(ctx context.Context, _ mcp.CallToolRequest, args writeFileArgs) (*mcp.CallToolResult, error) {
+// runeCut drops an incomplete UTF-8 character at the end of a part of a
+// text file, so that it stays text; the next part starts with it. Data that
+// is not UTF-8 in any case is returned as it is.
+func runeCut(data []byte) []byte {
+	for n := 1; n < utf8.UTFMax && n < len(data); n++ {
+		if utf8.RuneStart(data[len(data)-n]) {
+			if !utf8.FullRune(data[len(data)-n:]) && utf8.Valid(data[:len(data)-n]) {
+				return data[:len(data)-n]
+			}
+			break
+		}
+	}
+	return data
+}
+
+func (s *Server) writeFile(ctx context.Context, req mcp.CallToolRequest, args writeFileArgs) (*mcp.CallToolResult, error) {
 	id, p := args.SessionID, args.Path
 	owner, refusal := s.sessionGate(ctx, ToolWriteFile, id)
 	if refusal != nil {
@@ -247,11 +312,22 @@ func (s *Server) writeFile(ctx context.Context, _ mcp.CallToolRequest, args writ
 			return toolError("content is not valid base64: "+err.Error(), nil), nil
 		}
 	}
-	if err := s.d.Exec.WriteFile(ctx, owner, id, p, data); err != nil {
+	size := int64(len(data))
+	var err error
+	if args.Append {
+		size, err = s.d.Exec.AppendFile(ctx, owner, id, p, data)
+	} else {
+		err = s.d.Exec.WriteFile(ctx, owner, id, p, data)
+	}
+	if err != nil {
 		return sessionError(id, err), nil
 	}
-	return mcp.NewToolResultStructured(writeFileOut{Path: p, Size: len(data), URI: s.fileURI(id, p)},
-		fmt.Sprintf("wrote %d bytes to %s", len(data), p)), nil
+	s.byteProgress(ctx, req)(size, 0, fmt.Sprintf("write %s: the file is %d bytes", p, size))
+	msg := fmt.Sprintf("wrote %d bytes to %s", len(data), p)
+	if args.Append {
+		msg = fmt.Sprintf("appended %d bytes to %s (now %d bytes)", len(data), p, size)
+	}
+	return mcp.NewToolResultStructured(writeFileOut{Path: p, Size: len(data), TotalSize: size, URI: s.fileURI(id, p)}, msg), nil
 }
 
 func (s *Server) listFiles(ctx context.Context, _ mcp.CallToolRequest, args listFilesArgs) (*mcp.CallToolResult, error) {
@@ -295,6 +371,10 @@ func (s *Server) readResource(ctx context.Context, req mcp.ReadResourceRequest) 
 	if err != nil {
 		if errors.Is(err, executor.ErrUnknownSession) || errors.Is(err, executor.ErrExpiredSession) {
 			return nil, fmt.Errorf("resource %s: unknown session %q", req.Params.URI, id)
+		}
+		var lerr *executor.FileLimitError
+		if errors.As(err, &lerr) {
+			return nil, fmt.Errorf("resource %s: %w; %s", req.Params.URI, err, fileLimitAdvice(lerr))
 		}
 		return nil, fmt.Errorf("resource %s: %w", req.Params.URI, err)
 	}

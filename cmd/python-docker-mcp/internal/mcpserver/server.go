@@ -35,7 +35,12 @@ type Executor interface {
 	Cleanup(ctx context.Context, owner, sessionID string) error
 	Sessions(owner string) []executor.SessionInfo
 	ReadFile(ctx context.Context, owner, sessionID, path string) ([]byte, error)
+	// ReadFileAt reads up to length bytes from offset (length <= 0: as
+	// much as one call may).
+	ReadFileAt(ctx context.Context, owner, sessionID, path string, offset, length int64) (executor.FileChunk, error)
 	WriteFile(ctx context.Context, owner, sessionID, path string, data []byte) error
+	// AppendFile adds data at the end of a file and returns its new size.
+	AppendFile(ctx context.Context, owner, sessionID, path string, data []byte) (int64, error)
 	ListFiles(ctx context.Context, owner, sessionID, path string) ([]executor.FileInfo, error)
 	// WorkspaceFiles lists a session's files without counting as use
 	// (nothing when the session is busy or its sandbox is not running).
@@ -203,6 +208,28 @@ func (s *Server) progressFunc(ctx context.Context, req mcp.CallToolRequest) func
 		if err := s.mcp.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
 			"progressToken": token, "progress": n, "message": msg,
 		}); err != nil {
+			s.d.Logger.Debug("progress notification not sent", "err", err)
+		}
+	}
+}
+
+// byteProgress returns a function that sends notifications/progress in
+// bytes for this request: done of total (total 0: unknown). A no-op when
+// the client asked for none.
+func (s *Server) byteProgress(ctx context.Context, req mcp.CallToolRequest) func(done, total int64, msg string) {
+	var token mcp.ProgressToken
+	if req.Params.Meta != nil {
+		token = req.Params.Meta.ProgressToken
+	}
+	if token == nil {
+		return func(int64, int64, string) {}
+	}
+	return func(done, total int64, msg string) {
+		params := map[string]any{"progressToken": token, "progress": done, "message": msg}
+		if total > 0 {
+			params["total"] = total
+		}
+		if err := s.mcp.SendNotificationToClient(ctx, "notifications/progress", params); err != nil {
 			s.d.Logger.Debug("progress notification not sent", "err", err)
 		}
 	}

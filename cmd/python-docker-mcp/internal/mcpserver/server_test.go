@@ -110,6 +110,28 @@ func (f *scriptedExec) WriteFile(ctx context.Context, owner, id, p string, data 
 	return nil
 }
 
+func (f *scriptedExec) ReadFileAt(ctx context.Context, owner, id, p string, offset, length int64) (executor.FileChunk, error) {
+	d, err := f.ReadFile(ctx, owner, id, p)
+	if err != nil {
+		return executor.FileChunk{}, err
+	}
+	if offset > int64(len(d)) {
+		return executor.FileChunk{}, executor.ErrInvalidRequest
+	}
+	end := int64(len(d))
+	if length > 0 {
+		end = min(end, offset+length)
+	}
+	return executor.FileChunk{Data: d[offset:end], Offset: offset, FileSize: int64(len(d))}, nil
+}
+
+func (f *scriptedExec) AppendFile(ctx context.Context, owner, id, p string, data []byte) (int64, error) {
+	if err := f.WriteFile(ctx, owner, id, p, append(append([]byte{}, f.files[p]...), data...)); err != nil {
+		return 0, err
+	}
+	return int64(len(f.files[p])), nil
+}
+
 func (f *scriptedExec) ListFiles(ctx context.Context, owner, id, p string) ([]executor.FileInfo, error) {
 	var out []executor.FileInfo
 	for name, d := range f.files {

@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/image"
 	"github.com/python-docker-mcp/python-docker-mcp/policy"
 )
@@ -211,20 +212,30 @@ var toolDefs = []toolDef{
 	},
 	{
 		name: ToolReadFile, title: "Read a session file", readOnly: true, idempotent: true, scope: scopeSessions,
-		description: func(config.Config) string {
-			return "Read a file from a session's /workspace. Text comes back as text, other files as base64."
+		description: func(cfg config.Config) string {
+			l := executor.ConfigFrom(cfg).FileLimits()
+			return fmt.Sprintf("Read a file from a session's /workspace. Text comes back as text, other files as base64. "+
+				"One call returns at most %s from offset; when more is true, call again with offset next_offset (total_size is the file's size). "+
+				"Files of up to %s can be read.", sizeText(l.ReadChunk), sizeText(l.File))
 		},
 		schemas: func(config.Config) (*jsonschema.Schema, *jsonschema.Schema) {
+			in := schemaOf[fileArgs]()
+			zero := 0.0
+			in.Properties["offset"].Minimum = &zero
+			in.Properties["length"].Minimum = &zero
 			out := schemaOf[readFileOut]()
 			out.Properties["encoding"].Enum = []any{"text", "base64"}
-			return schemaOf[fileArgs](), out
+			return in, out
 		},
 		handler: func(s *Server) server.ToolHandlerFunc { return mcp.NewTypedToolHandler(s.readFile) },
 	},
 	{
 		name: ToolWriteFile, title: "Write a session file", destructive: true, idempotent: true, scope: scopeSessions,
-		description: func(config.Config) string {
-			return "Write a file into a session's /workspace (creating directories as needed), e.g. data for the code to read."
+		description: func(cfg config.Config) string {
+			l := executor.ConfigFrom(cfg).FileLimits()
+			return fmt.Sprintf("Write a file into a session's /workspace (creating directories as needed), e.g. data for the code to read. "+
+				"One call takes at most %s of content; send a larger file in parts, the first as usual and the rest with append: true, up to %s in all "+
+				"(all files of a session share its %s workspace).", sizeText(l.WriteChunk), sizeText(l.File), sizeText(l.Workspace))
 		},
 		schemas: func(config.Config) (*jsonschema.Schema, *jsonschema.Schema) {
 			in := schemaOf[writeFileArgs]()
