@@ -196,7 +196,7 @@ func TestPickRoutesToTheCheapestFit(t *testing.T) {
 		{"oldest first among equals", []pooled{bare, bare}, nil, 0},
 		{"empty", nil, nil, -1},
 	} {
-		if got := pick(tc.idle, tc.need); got != tc.want {
+		if got := pick(tc.idle, tc.need, ""); got != tc.want {
 			t.Errorf("%s: pick = %d, want %d", tc.name, got, tc.want)
 		}
 	}
