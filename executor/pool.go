@@ -555,7 +555,7 @@ func (p *pool) fill(stop <-chan struct{}) (done bool) {
 		}
 		p.mu.Lock()
 		class, want := p.next()
-		if !want {
+		if !want || !p.room(class) {
 			p.mu.Unlock()
 			<-p.slots
 			return true
@@ -604,6 +604,27 @@ func (p *pool) fill(stop <-chan struct{}) (done bool) {
 	}
 }
 
+// room says whether one more refill of class keeps the pool within
+// maxSize sandboxes, idle and under way. A full pool makes room by
+// removing its oldest idle sandbox of another class beyond its target
+// (demand moved to another class or principal), which would otherwise
+// wait trimAfter. p.mu is held.
+func (p *pool) room(class string) bool {
+	if len(p.idle)+len(p.inflight) < p.maxSize {
+		return true
+	}
+	plan := p.plan(time.Now())
+	have := p.idleByClass()
+	for i, it := range p.idle {
+		if c := it.class(); c != class && have[c] > plan[c] {
+			p.idle = slices.Delete(p.idle, i, i+1)
+			go p.e.destroy(it.sb)
+			return true
+		}
+	}
+	return false
+}
+
 // guard is what a worker enforces from its first run on: the capabilities
 // (its seccomp filter) and the module rules (its audit hook).
 type guard struct {
@@ -648,7 +669,23 @@ func (p *pool) next() (string, bool) {
 	for r := range p.inflight {
 		creating[r.class]++
 	}
-	return nextClass(plan, p.idleByClass(), creating, urgent)
+	idle := p.idleByClass()
+	if len(urgent) > 0 {
+		// Under pressure any waiting sandbox counts as one more call
+		// served, except one of a principal's class beyond its target:
+		// it serves that principal only, whose calls the plan no longer
+		// expects (room removes it for a refill).
+		for c, n := range idle {
+			if classOwner(c) != "" {
+				idle[c] = min(n, plan[c])
+			}
+		}
+		// And a principal's class is made only below its target.
+		urgent = slices.DeleteFunc(urgent, func(c string) bool {
+			return classOwner(c) != "" && idle[c]+creating[c] >= plan[c]
+		})
+	}
+	return nextClass(plan, idle, creating, urgent)
 }
 
 // create starts one sandbox, imports modules in it and does one empty run
