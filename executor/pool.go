@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -280,8 +281,8 @@ func (p *pool) ping(sb *sandbox) bool {
 	if err == nil && fail == nil {
 		return true
 	}
-	reason := "unknown"
-	if fail != nil {
+	reason := fmt.Sprintf("no answer within %s", pingDeadline)
+	if fail != nil && fail.status != "timeout" {
 		reason = fail.reason
 	}
 	p.e.log.Warn("pool: a pooled sandbox did not answer a ping; removed", "kind", p.kind, "container", sb.id, "reason", reason)
