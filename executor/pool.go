@@ -607,9 +607,10 @@ func (p *pool) fill(stop <-chan struct{}) (done bool) {
 
 // room says whether one more refill of class keeps the pool within
 // maxSize sandboxes, idle and under way. A full pool makes room by
-// removing its oldest idle sandbox of another class beyond its target
-// (demand moved to another class or principal), which would otherwise
-// wait trimAfter. p.mu is held.
+// removing its oldest idle sandbox of another principal's class beyond
+// its target (demand moved on), which would otherwise wait trimAfter
+// while serving nobody else. A shared sandbox beyond its target is kept
+// that long instead: any call can use it. p.mu is held.
 func (p *pool) room(class string) bool {
 	if len(p.idle)+len(p.inflight) < p.maxSize {
 		return true
@@ -617,7 +618,7 @@ func (p *pool) room(class string) bool {
 	plan := p.plan(time.Now())
 	have := p.idleByClass()
 	for i, it := range p.idle {
-		if c := it.class(); c != class && have[c] > plan[c] {
+		if c := it.class(); c != class && it.owner != "" && have[c] > plan[c] {
 			p.idle = slices.Delete(p.idle, i, i+1)
 			go p.e.destroy(it.sb)
 			return true
