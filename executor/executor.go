@@ -564,14 +564,14 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 	pkgs := e.ownerPackageVolume(req.Owner)
 	var sb *sandbox
 	if pkgs == "" {
-		sb = e.pool.take(lim, preloadable(req.Imports))
+		sb = e.pool.take(lim, preloadable(req.Imports), req.Owner)
 	}
 	if sb == nil {
 		req.progress("starting a sandbox")
 		if pkgs == "" && e.pool.fits(lim) {
 			// Cold, no preload, raced against the pool's refills; the loser
 			// joins the pool, so it carries no owner label.
-			sb, err = e.pool.coldStart(ctx, preloadable(req.Imports), func(sctx context.Context) (*sandbox, error) {
+			sb, err = e.pool.coldStart(ctx, preloadable(req.Imports), req.Owner, func(sctx context.Context) (*sandbox, error) {
 				return e.startWithin(sctx, sandboxMeta{Kind: KindTransient}, lim, lim.Timeout)
 			})
 		} else {

@@ -529,30 +529,30 @@ func TestHoldCold(t *testing.T) {
 	p := &pool{took: map[string]time.Duration{}, inflight: map[*refill]bool{}}
 	p.inflight[&refill{class: "", began: now.Add(-300 * time.Millisecond)}] = true
 	p.inflight[&refill{class: "numpy", began: now.Add(-100 * time.Millisecond)}] = true
-	if got := p.holdCold(0, now); got != 0 {
+	if got := p.holdCold(0, now, ""); got != 0 {
 		t.Errorf("nothing measured: hold %s, want 0", got)
 	}
 	p.took[""] = 400 * time.Millisecond
-	if got := p.holdCold(1, now); got != 0 {
+	if got := p.holdCold(1, now, ""); got != 0 {
 		t.Errorf("waiter 1: the second refill's class is not measured: hold %s, want 0", got)
 	}
 	p.took["numpy"] = 2 * time.Second
 	// No cold start measured: a bare refill's time stands in (400 ms).
-	if got, want := p.holdCold(0, now), 100*time.Millisecond+100*time.Millisecond; got != want {
+	if got, want := p.holdCold(0, now, ""), 100*time.Millisecond+100*time.Millisecond; got != want {
 		t.Errorf("waiter 0: hold %s, want %s (the bare refill's 100 ms left + 400/4 ms)", got, want)
 	}
 	p.took[coldClass] = 200 * time.Millisecond
-	if got, want := p.holdCold(0, now), 100*time.Millisecond+50*time.Millisecond; got != want {
+	if got, want := p.holdCold(0, now, ""), 100*time.Millisecond+50*time.Millisecond; got != want {
 		t.Errorf("waiter 0: hold %s, want %s", got, want)
 	}
-	if got := p.holdCold(1, now); got != 0 {
+	if got := p.holdCold(1, now, ""); got != 0 {
 		t.Errorf("waiter 1: the numpy refill has 1.9 s left, a cold start takes 200 ms: hold %s, want 0", got)
 	}
-	if got := p.holdCold(2, now); got != 0 {
+	if got := p.holdCold(2, now, ""); got != 0 {
 		t.Errorf("waiter 2: no third refill under way: hold %s, want 0", got)
 	}
 	p.took[coldClass] = 90 * time.Millisecond
-	if got := p.holdCold(0, now); got != 0 {
+	if got := p.holdCold(0, now, ""); got != 0 {
 		t.Errorf("a cold start (90 ms) beats the refill (100 ms left): hold %s, want 0", got)
 	}
 }

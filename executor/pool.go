@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 )
 
 // pool keeps pre-started sandboxes: the runner waiting, a preload class's
@@ -51,7 +53,16 @@ import (
 //
 // Pooled sandboxes have the config's limits; a request with tighter memory,
 // CPUs or pids gets a cold sandbox, never a looser one. Sandboxes older
-// than pool.max_age, or dead (killed from outside), are replaced.
+// than pool.max_age, or dead (killed from outside), are replaced. A pooled
+// sandbox answers a ping within pingDeadline before it gets a call; one
+// that does not (frozen, hung) is removed and the call served by another
+// or a cold one, so a sandbox's fault is never reported as the code's.
+//
+// Classes are learned per principal: a class of modules a principal's
+// calls imported is made for that principal only, and its sandboxes go to
+// that principal's calls only, so no call sees what another principal
+// imports. The bare class and the operator's pool.preload class are
+// shared. The pool never holds more than maxSize idle sandboxes.
 type pool struct {
 	e       *Executor
 	kind    string // KindTransient, or KindPersistent: each sandbox labelled with a fresh session id
@@ -90,14 +101,24 @@ type pooled struct {
 	sb      *sandbox
 	born    time.Time
 	modules []string // its class's modules, imported
+	owner   string   // the principal whose imports chose modules; "" shared
 }
 
+// class is the pooled sandbox's class key, its owner included.
+func (it pooled) class() string { return ownedClass(it.owner, classKey(it.modules)) }
+
+// pingDeadline bounds a pooled sandbox's answer to the ping it gets before
+// it is handed out; an idle runner answers in well under a millisecond.
+const pingDeadline = 2 * time.Second
+
 // waiter is a call that missed: it gets exactly one result, its own cold
-// start's or a refill's, whichever comes first. done is closed once it has
-// left the pool's waiters (served, or its call gave up).
+// start's or a refill's (of a class it may have), whichever comes first.
+// done is closed once it has left the pool's waiters (served, or its call
+// gave up).
 type waiter struct {
-	ch   chan started
-	done chan struct{}
+	ch    chan started
+	done  chan struct{}
+	owner string // the call's principal
 }
 
 // refill is a creation under way.
@@ -109,8 +130,9 @@ type refill struct {
 // coldClass keys the cold starts' times in pool.took.
 const coldClass = "\x00cold"
 
+// started is what a waiter gets: a sandbox (it.sb) with its class, or err.
 type started struct {
-	sb  *sandbox
+	it  pooled
 	err error
 }
 
@@ -152,16 +174,21 @@ func (p *pool) fits(lim Limits) bool {
 	return p != nil && lim.Memory == p.lim.Memory && lim.CPUs == p.lim.CPUs && lim.Pids == p.lim.Pids
 }
 
-// classOf is the class a call importing need would be best served by:
-// need without the modules that cannot be preloaded.
-func (p *pool) classOf(need []string) string {
+// classOf is the class a call of owner importing need would be best
+// served by: need without the modules that cannot be preloaded, owned by
+// owner unless it is the bare class or the operator's pool.preload.
+func (p *pool) classOf(need []string, owner string) string {
 	var m []string
 	for _, x := range need {
 		if !p.unloadable[x] {
 			m = append(m, x)
 		}
 	}
-	return classKey(m)
+	c := classKey(m)
+	if c == p.demand.seed {
+		return c
+	}
+	return ownedClass(owner, c)
 }
 
 // plan is the number of sandboxes of each class the pool wants now.
@@ -172,7 +199,7 @@ func (p *pool) plan(now time.Time) map[string]int {
 	plan := map[string]int{}
 	for c, n := range p.demand.plan(now) {
 		if len(p.unloadable) > 0 {
-			c = p.classOf(classModules(c))
+			c = p.classOf(classModules(c), classOwner(c))
 		}
 		plan[c] += n
 	}
@@ -184,9 +211,12 @@ func (p *pool) usable(it pooled, now time.Time) bool {
 	return it.sb.alive() && (p.maxAge <= 0 || now.Sub(it.born) < p.maxAge)
 }
 
-// take hands out the live pooled sandbox that fits a call importing need
-// (preloadable modules) best, or nil. Every call is counted as demand.
-func (p *pool) take(lim Limits, need []string) *sandbox {
+// take hands out the live pooled sandbox that fits a call of owner
+// importing need (preloadable modules) best, or nil; never one preloaded
+// from another principal's imports. Every call is counted as demand. The
+// sandbox has answered a ping first: one that did not is retired and the
+// next tried.
+func (p *pool) take(lim Limits, need []string, owner string) *sandbox {
 	if p == nil {
 		return nil
 	}
@@ -195,32 +225,69 @@ func (p *pool) take(lim Limits, need []string) *sandbox {
 		return nil // a miss: other limits than the pool's
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := time.Now()
-	p.demand.record(now, p.classOf(need))
-	p.signal() // the pool may want more now
+	p.demand.record(time.Now(), p.classOf(need, owner))
+	p.mu.Unlock()
 	for {
-		i := pick(p.idle, need)
-		if i < 0 {
-			p.drained = now
+		sb := p.pop(need, owner)
+		p.signal() // the pool may want more now
+		if sb == nil {
 			p.misses.Add(1)
 			return nil // a miss: nothing warm
 		}
+		if p.ping(sb) {
+			p.hits.Add(1) // a hit
+			return sb
+		}
+		p.answered(sb) // retired: its hold ends, the pool refills
+	}
+}
+
+// pop removes the usable idle sandbox that fits a call of owner importing
+// need best from the pool and returns it, or nil; unusable ones met on the
+// way are destroyed. A call that leaves the pool stocked holds back
+// refills (see refillHold).
+func (p *pool) pop(need []string, owner string) *sandbox {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	for {
+		i := pick(p.idle, need, owner)
+		if i < 0 {
+			p.drained = now
+			return nil
+		}
 		it := p.idle[i]
 		p.idle = slices.Delete(p.idle, i, i+1)
-		if p.usable(it, now) {
-			if len(p.idle) == 0 {
-				p.drained = now
-				p.heldBy, p.holdTill = nil, time.Time{}
-			} else {
-				p.heldBy, p.holdTill = it.sb, now.Add(p.hold)
-				time.AfterFunc(p.hold, p.signal)
-			}
-			p.hits.Add(1) // a hit
-			return it.sb
+		if !p.usable(it, now) {
+			go p.e.destroy(it.sb)
+			continue
 		}
-		go p.e.destroy(it.sb)
+		if len(p.idle) == 0 {
+			p.drained = now
+			p.heldBy, p.holdTill = nil, time.Time{}
+		} else {
+			p.heldBy, p.holdTill = it.sb, now.Add(p.hold)
+			time.AfterFunc(p.hold, p.signal)
+		}
+		return it.sb
 	}
+}
+
+// ping says whether a sandbox nobody else holds answers a ping within
+// pingDeadline; if not, it is removed (a frozen or hung sandbox would
+// otherwise spend the call's time limit and be blamed on the code).
+func (p *pool) ping(sb *sandbox) bool {
+	_, fail, err := p.e.roundTrip(context.Background(), sb, map[string]any{"op": protocol.OpPing}, pingDeadline, false, preloadReplyLimit)
+	if err == nil && fail == nil {
+		return true
+	}
+	reason := fmt.Sprintf("no answer within %s", pingDeadline)
+	if fail != nil && fail.status != "timeout" {
+		reason = fail.reason
+	}
+	p.e.log.Warn("pool: a pooled sandbox did not answer a ping; removed", "kind", p.kind, "container", sb.id, "reason", reason)
+	p.e.destroy(sb)
+	return false
 }
 
 // coldStart serves a call the pool missed (limits fit, nothing warm) that
@@ -230,16 +297,16 @@ func (p *pool) take(lim Limits, need []string) *sandbox {
 // other joins the pool.
 // start must make a sandbox fit for the pool (no owner, the pool's
 // limits). The start runs on even if ctx ends (its sandbox joins the pool).
-func (p *pool) coldStart(ctx context.Context, need []string, start func(context.Context) (*sandbox, error)) (*sandbox, error) {
+func (p *pool) coldStart(ctx context.Context, need []string, owner string, start func(context.Context) (*sandbox, error)) (*sandbox, error) {
 	if !p.e.bgAdd() {
 		return nil, ErrClosed
 	}
-	w := &waiter{ch: make(chan started, 1), done: make(chan struct{})}
+	w := &waiter{ch: make(chan started, 1), done: make(chan struct{}), owner: owner}
 	p.mu.Lock()
 	p.waiters = append(p.waiters, w)
 	var hold time.Duration
-	if p.classOf(need) == "" {
-		hold = p.holdCold(len(p.waiters)-1, time.Now())
+	if p.classOf(need, owner) == "" {
+		hold = p.holdCold(len(p.waiters)-1, time.Now(), owner)
 	}
 	p.mu.Unlock()
 	go func() {
@@ -264,7 +331,7 @@ func (p *pool) coldStart(ctx context.Context, need []string, start func(context.
 		}
 		won := p.dropWaiter(w)
 		if won {
-			w.ch <- started{sb, err} // the cold start won
+			w.ch <- started{pooled{sb: sb, born: time.Now()}, err} // the cold start won
 		}
 		p.mu.Unlock()
 		if !won && err == nil {
@@ -280,13 +347,14 @@ func (p *pool) coldStart(ctx context.Context, need []string, start func(context.
 	}()
 	select {
 	case r := <-w.ch:
-		return r.sb, r.err
+		return r.it.sb, r.err
 	case <-ctx.Done():
 		p.mu.Lock()
 		if !p.dropWaiter(w) {
-			// Served meanwhile: the sandbox is unused, back to the pool.
+			// Served meanwhile: the sandbox is unused, back to the pool
+			// with its class (and owner).
 			if r := <-w.ch; r.err == nil {
-				p.donate(r.sb)
+				p.deliver(r.it)
 			}
 		}
 		p.mu.Unlock()
@@ -306,14 +374,15 @@ func (p *pool) dropWaiter(w *waiter) bool {
 	return true
 }
 
-// holdCold is how long the call that is waiter k (0: the next to be
-// served) lets its cold start wait for a refill under way: 0 (start at
-// once) unless the k-th refill to finish is expected sooner than a cold
-// start would be, then that refill's expected remaining time plus a
-// quarter of a cold start's, after which the refill counts as late (a
-// refill of a class not measured yet counts as never).
+// holdCold is how long the call of owner that is waiter k (0: the next to
+// be served) lets its cold start wait for a refill under way: 0 (start at
+// once) unless the k-th refill it may have to finish is expected sooner
+// than a cold start would be, then that refill's expected remaining time
+// plus a quarter of a cold start's, after which the refill counts as late
+// (a refill of a class not measured yet counts as never; one of another
+// principal's class is never handed to this call).
 // p.mu is held.
-func (p *pool) holdCold(k int, now time.Time) time.Duration {
+func (p *pool) holdCold(k int, now time.Time, owner string) time.Duration {
 	cold, ok := p.took[coldClass]
 	if !ok {
 		// No cold start measured yet: a bare refill is a cold start plus
@@ -325,7 +394,10 @@ func (p *pool) holdCold(k int, now time.Time) time.Duration {
 	}
 	left := make([]time.Duration, 0, len(p.inflight))
 	for r := range p.inflight {
-		if est, ok := p.took[r.class]; ok {
+		if o := classOwner(r.class); o != "" && o != owner {
+			continue
+		}
+		if est, ok := p.took[unowned(r.class)]; ok {
 			left = append(left, max(est-now.Sub(r.began), 0))
 		} // a class not measured yet: no telling when it ends
 	}
@@ -345,14 +417,22 @@ func (p *pool) learnTook(class string, d time.Duration) {
 	p.took[class] = d
 }
 
-// deliver hands a new sandbox to the first waiting call, or keeps it.
-// p.mu is held.
+// deliver hands a new sandbox to the first waiting call that may have it
+// (its class is shared or the call's principal's), or keeps it; a pool
+// that holds maxSize idle sandboxes already removes it instead (refills
+// and cold starts that lost their race can land together). p.mu is held.
 func (p *pool) deliver(it pooled) {
-	if len(p.waiters) > 0 {
-		w := p.waiters[0]
-		p.waiters = p.waiters[1:]
-		w.ch <- started{sb: it.sb}
+	for i, w := range p.waiters {
+		if it.owner != "" && it.owner != w.owner {
+			continue
+		}
+		p.waiters = slices.Delete(p.waiters, i, i+1)
+		w.ch <- started{it: it}
 		close(w.done)
+		return
+	}
+	if len(p.idle) >= p.maxSize {
+		go p.e.destroy(it.sb)
 		return
 	}
 	p.idle = append(p.idle, it)
@@ -361,10 +441,6 @@ func (p *pool) deliver(it pooled) {
 // donate keeps an unused cold-started sandbox as a bare one, unless the
 // pool is full. p.mu is held.
 func (p *pool) donate(sb *sandbox) {
-	if len(p.idle) >= p.maxSize {
-		go p.e.destroy(sb)
-		return
-	}
 	p.deliver(pooled{sb: sb, born: time.Now()})
 }
 
@@ -382,7 +458,7 @@ func (p *pool) idleCount() int {
 func (p *pool) idleByClass() map[string]int {
 	n := map[string]int{}
 	for _, it := range p.idle {
-		n[classKey(it.modules)]++
+		n[it.class()]++
 	}
 	return n
 }
@@ -444,7 +520,7 @@ func (p *pool) prune() {
 	keep := make([]pooled, 0, len(p.idle))
 	for i := len(p.idle) - 1; i >= 0; i-- {
 		it := p.idle[i]
-		c := classKey(it.modules)
+		c := it.class()
 		surplus := kept[c] >= plan[c] && now.Sub(it.born) >= trimAfter
 		if p.usable(it, now) && !surplus {
 			keep = append(keep, it)
@@ -480,7 +556,7 @@ func (p *pool) fill(stop <-chan struct{}) (done bool) {
 		}
 		p.mu.Lock()
 		class, want := p.next()
-		if !want {
+		if !want || !p.room(class) {
 			p.mu.Unlock()
 			<-p.slots
 			return true
@@ -497,8 +573,8 @@ func (p *pool) fill(stop <-chan struct{}) (done bool) {
 			delete(p.inflight, r)
 			if err == nil {
 				p.demand.created(time.Since(r.began))
-				p.learnTook(class, time.Since(r.began))
-				p.deliver(pooled{sb: sb, born: time.Now(), modules: modules})
+				p.learnTook(unowned(class), time.Since(r.began)) // as long whoever owns it
+				p.deliver(pooled{sb: sb, born: time.Now(), modules: modules, owner: classOwner(class)})
 				p.lastErr = ""
 			}
 			p.mu.Unlock()
@@ -527,6 +603,28 @@ func (p *pool) fill(stop <-chan struct{}) (done bool) {
 			p.signal()
 		}()
 	}
+}
+
+// room says whether one more refill of class keeps the pool within
+// maxSize sandboxes, idle and under way. A full pool makes room by
+// removing its oldest idle sandbox of another principal's class beyond
+// its target (demand moved on), which would otherwise wait trimAfter
+// while serving nobody else. A shared sandbox beyond its target is kept
+// that long instead: any call can use it. p.mu is held.
+func (p *pool) room(class string) bool {
+	if len(p.idle)+len(p.inflight) < p.maxSize {
+		return true
+	}
+	plan := p.plan(time.Now())
+	have := p.idleByClass()
+	for i, it := range p.idle {
+		if c := it.class(); c != class && it.owner != "" && have[c] > plan[c] {
+			p.idle = slices.Delete(p.idle, i, i+1)
+			go p.e.destroy(it.sb)
+			return true
+		}
+	}
+	return false
 }
 
 // guard is what a worker enforces from its first run on: the capabilities
@@ -566,14 +664,30 @@ func (p *pool) next() (string, bool) {
 	var urgent []string
 	if p.learn && !p.drained.IsZero() && now.Sub(p.drained) < pressureFor {
 		for _, c := range p.demand.latest(urgentOf) {
-			urgent = append(urgent, p.classOf(classModules(c)))
+			urgent = append(urgent, p.classOf(classModules(c), classOwner(c)))
 		}
 	}
 	creating := map[string]int{}
 	for r := range p.inflight {
 		creating[r.class]++
 	}
-	return nextClass(plan, p.idleByClass(), creating, urgent)
+	idle := p.idleByClass()
+	if len(urgent) > 0 {
+		// Under pressure any waiting sandbox counts as one more call
+		// served, except one of a principal's class beyond its target:
+		// it serves that principal only, whose calls the plan no longer
+		// expects (room removes it for a refill).
+		for c, n := range idle {
+			if classOwner(c) != "" {
+				idle[c] = min(n, plan[c])
+			}
+		}
+		// And a principal's class is made only below its target.
+		urgent = slices.DeleteFunc(urgent, func(c string) bool {
+			return classOwner(c) != "" && idle[c]+creating[c] >= plan[c]
+		})
+	}
+	return nextClass(plan, idle, creating, urgent)
 }
 
 // create starts one sandbox, imports modules in it and does one empty run

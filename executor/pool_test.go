@@ -420,3 +420,59 @@ func waitTree(t *testing.T, e *Executor) *treeVolume {
 	}
 	return e.tree.vol.Load()
 }
+
+// A frozen pooled sandbox (docker pause) is never handed a call: it does
+// not answer the ping, is removed, and the call runs in the next pooled
+// sandbox, or in a cold one when every pooled one is frozen, instead of
+// spending its time limit and being reported as the code's timeout.
+func TestPoolRetiresFrozenSandbox(t *testing.T) {
+	e, cli := poolExec(t, 2)
+	ctx := tctx(t, 5*time.Minute)
+	var frozen []string
+	t.Cleanup(func() { // so that Close can remove them if the test fails
+		for _, id := range frozen {
+			cli.ContainerUnpause(context.Background(), id, client.ContainerUnpauseOptions{})
+		}
+	})
+	freeze := func(all bool) {
+		t.Helper()
+		e.pool.mu.Lock()
+		var ids []string
+		for i, it := range e.pool.idle {
+			if all || i == pick(e.pool.idle, nil, "") {
+				ids = append(ids, it.sb.id)
+			}
+		}
+		e.pool.mu.Unlock()
+		for _, id := range ids {
+			if _, err := cli.ContainerPause(ctx, id, client.ContainerPauseOptions{}); err != nil {
+				t.Fatalf("pause %s: %v", id, err)
+			}
+			frozen = append(frozen, id)
+		}
+	}
+	run := func() {
+		t.Helper()
+		res := transient(t, e, Request{Code: "2+2", Limits: Limits{Timeout: 5 * time.Second}})
+		wantStatus(t, res, "ok")
+		if res.Result == nil || *res.Result != "4" {
+			t.Errorf("2+2 = %v, want 4", res.Result)
+		}
+	}
+
+	freeze(false) // the sandbox the call would get
+	hits := e.pool.hits.Load()
+	run()
+	if got := e.pool.hits.Load() - hits; got != 1 {
+		t.Errorf("%d calls served from the pool, want 1: the other pooled sandbox", got)
+	}
+
+	waitPoolFull(t, e)
+	freeze(true) // the call gets a refill made meanwhile, or a cold sandbox
+	run()
+	for _, id := range frozen {
+		if _, err := cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); err == nil {
+			t.Errorf("the frozen sandbox %.12s is still there", id)
+		}
+	}
+}

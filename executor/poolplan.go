@@ -20,6 +20,11 @@ import (
 // many as calls arrived within one creation time of each other (so a burst
 // like the last ones finds a sandbox each), between pool.size and
 // pool.max_size.
+//
+// A class learned from a principal's calls belongs to that principal: its
+// key is the principal's name, a NUL, then the modules (ownedClass), and
+// its sandboxes serve that principal only. The bare class "" and the
+// operator's pool.preload class have no owner.
 
 const (
 	// demandWindow is how long an arrival counts for the pool's size: a
@@ -240,10 +245,34 @@ func classKey(modules []string) string {
 
 // classModules lists the modules of a class.
 func classModules(class string) []string {
+	class = unowned(class)
 	if class == "" {
 		return nil
 	}
 	return strings.Split(class, ",")
+}
+
+// ownedClass is the key of class (a classKey) learned from owner's calls;
+// the bare class, and any class without an owner, is shared.
+func ownedClass(owner, class string) string {
+	if owner == "" || class == "" {
+		return class
+	}
+	return owner + "\x00" + class
+}
+
+// classOwner is the principal a class key belongs to, "" for a shared one.
+func classOwner(class string) string {
+	i := strings.LastIndexByte(class, 0)
+	if i < 0 {
+		return ""
+	}
+	return class[:i]
+}
+
+// unowned is a class key without its owner: the modules' classKey.
+func unowned(class string) string {
+	return class[strings.LastIndexByte(class, 0)+1:]
 }
 
 // preloadable returns the modules a call's imports make worth a warmed
@@ -281,13 +310,17 @@ func covers(modules []string, m string) bool {
 	return false
 }
 
-// pick returns the index in idle of the sandbox that serves a call needing
-// need at the least cost: fewest needed modules it has not imported (the
-// call would import them itself), then fewest modules the call does not
-// need (the cheapest to replace), then the oldest. -1 when idle is empty.
-func pick(idle []pooled, need []string) int {
+// pick returns the index in idle of the sandbox that serves a call of
+// owner needing need at the least cost: fewest needed modules it has not
+// imported (the call would import them itself), then fewest modules the
+// call does not need (the cheapest to replace), then the oldest. Sandboxes
+// of another principal's class are never picked. -1 when none is left.
+func pick(idle []pooled, need []string, owner string) int {
 	best, bestMiss, bestExtra := -1, 0, 0
 	for i, it := range idle {
+		if it.owner != "" && it.owner != owner {
+			continue
+		}
 		miss := 0
 		for _, m := range need {
 			if !covers(it.modules, m) {

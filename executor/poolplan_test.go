@@ -1,6 +1,8 @@
 package executor
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -196,7 +198,26 @@ func TestPickRoutesToTheCheapestFit(t *testing.T) {
 		{"oldest first among equals", []pooled{bare, bare}, nil, 0},
 		{"empty", nil, nil, -1},
 	} {
-		if got := pick(tc.idle, tc.need); got != tc.want {
+		if got := pick(tc.idle, tc.need, ""); got != tc.want {
+			t.Errorf("%s: pick = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	// A class learned from a principal's imports serves that principal only.
+	alices := pooled{modules: []string{"sympy"}, owner: "alice"}
+	for _, tc := range []struct {
+		name  string
+		idle  []pooled
+		need  []string
+		owner string
+		want  int
+	}{
+		{"alice's class for alice", []pooled{bare, alices}, []string{"sympy"}, "alice", 1},
+		{"not for bob, though he needs it", []pooled{bare, alices}, []string{"sympy"}, "bob", 0},
+		{"not for bob when nothing else is left", []pooled{alices}, nil, "bob", -1},
+		{"nor for a call without a principal", []pooled{alices}, nil, "", -1},
+		{"shared classes for everyone", []pooled{alices, sciSB}, []string{"pandas"}, "bob", 1},
+	} {
+		if got := pick(tc.idle, tc.need, tc.owner); got != tc.want {
 			t.Errorf("%s: pick = %d, want %d", tc.name, got, tc.want)
 		}
 	}
@@ -208,5 +229,14 @@ func TestClassKey(t *testing.T) {
 	}
 	if got := classModules(classKey(nil)); got != nil {
 		t.Errorf("bare class has modules %v", got)
+	}
+	c := ownedClass("alice", "numpy,sympy")
+	if got := classModules(c); !slices.Equal(got, []string{"numpy", "sympy"}) || classOwner(c) != "alice" || unowned(c) != "numpy,sympy" {
+		t.Errorf("owned class %q: modules %v, owner %q, unowned %q", c, got, classOwner(c), unowned(c))
+	}
+	for _, shared := range []string{ownedClass("", "sympy"), ownedClass("alice", "")} {
+		if classOwner(shared) != "" || strings.ContainsRune(shared, 0) {
+			t.Errorf("class %q has an owner, want it shared", shared)
+		}
 	}
 }

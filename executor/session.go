@@ -302,7 +302,7 @@ func (e *Executor) Persistent(ctx context.Context, sessionID string, req Request
 	defer e.release(s, true)
 
 	if sessionID == "" {
-		if sb := e.spool.take(s.lim, nil); sb != nil {
+		if sb := e.spool.take(s.lim, nil, s.owner); sb != nil {
 			e.adopt(s, sb)
 		}
 		if e.shared != nil {
