@@ -365,6 +365,13 @@ var urlLine = regexp.MustCompile(`url=(http://\S+)`)
 // SIGINT and must leave no sandbox behind.
 func startHTTP(t *testing.T, cli *client.Client, args ...string) (string, *lockedBuffer) {
 	t.Helper()
+	url, log, _ := startHTTPServer(t, cli, args...)
+	return url, log
+}
+
+// startHTTPServer is startHTTP that also returns the server's process id.
+func startHTTPServer(t *testing.T, cli *client.Client, args ...string) (string, *lockedBuffer, int) {
+	t.Helper()
 	cmd := exec.Command(binary, append([]string{"--transport", "http", "--addr", "127.0.0.1:0"}, args...)...)
 	cmd.Env = serverEnv(t)
 	stderr, _ := cmd.StderrPipe()
@@ -395,11 +402,11 @@ func startHTTP(t *testing.T, cli *client.Client, args ...string) (string, *locke
 	})
 	select {
 	case url := <-urlc:
-		return url, log
+		return url, log, cmd.Process.Pid
 	case <-time.After(60 * time.Second):
 		t.Fatalf("server did not start:\n%s", log.String())
 	}
-	return "", nil
+	return "", nil, 0
 }
 
 // TestHTTP serves Streamable HTTP (auth off on loopback) and drives it with

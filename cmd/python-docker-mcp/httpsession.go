@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -46,21 +45,12 @@ type httpSessions struct {
 	// ended are ids terminated here, which a valid signature must not
 	// bring back.
 	ended map[string]bool
-	// inflight are the legacy-era requests being handled: cancelling one
-	// (notifications/cancelled on its session) ends its HTTP response
-	// without a JSON-RPC reply.
-	inflight map[inflightKey]*inflightReq
-}
-
-type inflightKey struct{ session, id string }
-
-type inflightReq struct {
-	cancel    context.CancelFunc
-	cancelled bool
+	// requests are the requests being handled, for notifications/cancelled.
+	requests requests
 }
 
 func newHTTPSessions() *httpSessions {
-	return &httpSessions{subs: map[string]string{}, ended: map[string]bool{}, inflight: map[inflightKey]*inflightReq{}}
+	return &httpSessions{subs: map[string]string{}, ended: map[string]bool{}, requests: requests{m: map[requestKey][]*inflightReq{}}}
 }
 
 // maxEnded bounds the terminated ids remembered.
@@ -208,13 +198,11 @@ func idKey(raw json.RawMessage) string {
 
 // Middleware enforces the session rules in front of mcp-go's handler (it
 // runs after authentication, so the principal is in the request context)
-// and suppresses the reply of a request the client cancelled.
+// and handles notifications/cancelled itself, on every protocol version
+// (see requests).
 func (s *httpSessions) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) {
-			next.ServeHTTP(w, r) // no protocol-level sessions
-			return
-		}
+		modern := mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion))
 		var h head
 		if r.Method == http.MethodPost {
 			body, err := io.ReadAll(r.Body)
@@ -229,10 +217,21 @@ func (s *httpSessions) Middleware(next http.Handler) http.Handler {
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			h = scanHead(body)
-			if h.method == string(mcp.MethodInitialize) {
+		}
+		p, _ := auth.PrincipalFrom(r.Context())
+		if modern {
+			// No protocol-level sessions: requests are told apart by
+			// principal and id alone.
+			if r.Method != http.MethodPost {
 				next.ServeHTTP(w, r)
 				return
 			}
+			s.requests.serve(w, r, next, h, requestKey{sub: p.Sub, id: h.id})
+			return
+		}
+		if h.method == string(mcp.MethodInitialize) {
+			next.ServeHTTP(w, r)
+			return
 		}
 		switch r.Method {
 		case http.MethodPost, http.MethodGet, http.MethodDelete:
@@ -245,7 +244,6 @@ func (s *httpSessions) Middleware(next http.Handler) http.Handler {
 			http.Error(w, "missing Mcp-Session-Id header: send initialize first, then the session id it returned", http.StatusBadRequest)
 			return
 		}
-		p, _ := auth.PrincipalFrom(r.Context())
 		if err := s.check(id, p.Sub); err != nil {
 			// Another subject's session is "not found" too: existence does not leak.
 			http.Error(w, "session not found (unknown, terminated or not yours): initialize a new session", http.StatusNotFound)
@@ -255,55 +253,8 @@ func (s *httpSessions) Middleware(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if h.method == string(mcp.MethodNotificationCancelled) {
-			s.cancel(inflightKey{id, h.requestID})
-			next.ServeHTTP(w, r)
-			return
-		}
-		rid := h.id
-		if h.method == "" || rid == "" {
-			next.ServeHTTP(w, r) // a notification or a response to the server
-			return
-		}
-		key := inflightKey{id, rid}
-		ctx, cancel := context.WithCancel(r.Context())
-		req := &inflightReq{cancel: cancel}
-		s.mu.Lock()
-		s.inflight[key] = req
-		s.mu.Unlock()
-		defer func() {
-			s.mu.Lock()
-			if s.inflight[key] == req {
-				delete(s.inflight, key)
-			}
-			s.mu.Unlock()
-			cancel()
-		}()
-		tw := &trackingWriter{ResponseWriter: w}
-		next.ServeHTTP(tw, r.WithContext(ctx))
-		s.mu.Lock()
-		cancelled := req.cancelled
-		s.mu.Unlock()
-		if cancelled && !tw.wrote.Load() {
-			// No reply for a cancelled request: an empty event stream.
-			w.Header().Set("Content-Type", "text/event-stream")
-			w.WriteHeader(http.StatusOK)
-		}
+		s.requests.serve(w, r, next, h, requestKey{sub: p.Sub, session: id, id: h.id})
 	})
-}
-
-// cancel ends the HTTP response of an in-flight request; mcp-go then
-// writes no reply for it (its handler's context ends too).
-func (s *httpSessions) cancel(key inflightKey) {
-	s.mu.Lock()
-	req := s.inflight[key]
-	if req != nil {
-		req.cancelled = true
-	}
-	s.mu.Unlock()
-	if req != nil {
-		req.cancel()
-	}
 }
 
 // trackingWriter records whether a response was started.

@@ -185,9 +185,15 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 		// stdin: the size limit and exact ids first, then the cancellation
 		// bookkeeping; stdout: replies to cancelled requests are dropped
 		// before the original ids are put back.
-		out := &stdoutFilter{w: stdout}
-		cancel := newCancelFilter(out)
-		err = stdio.Listen(ctx, cancel.Reader(filterStdin(stdin, int64(cfg.Server.MaxBodyBytes), out, log)), cancel)
+		// A closed stdout ends the server as EOF on stdin does.
+		survivePipes()
+		client := &clientOutput{w: stdout, gone: func(err error) {
+			log.Info("stdout is closed: the client is gone; cancelling its calls and stopping", "err", err)
+			cancel()
+		}}
+		out := &stdoutFilter{w: client}
+		cf := newCancelFilter(out)
+		err = stdio.Listen(ctx, cf.Reader(filterStdin(stdin, int64(cfg.Server.MaxBodyBytes), out, log)), cf)
 	}
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 		log.Error("server stopped", "err", err)

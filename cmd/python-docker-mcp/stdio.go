@@ -8,9 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"regexp"
 	"strconv"
 	"sync"
+	"syscall"
 
 	"golang.org/x/term"
 )
@@ -204,4 +206,31 @@ func writeRestored(w io.Writer, p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// clientOutput is the stdio transport's stdout. A write that fails (the
+// client closed its end of the pipe, or was killed) means the client is
+// gone, like EOF on stdin: gone is called once, and the server then
+// cancels the calls in flight, removes their sandboxes and exits 0.
+type clientOutput struct {
+	w    io.Writer
+	once sync.Once
+	gone func(error)
+}
+
+func (c *clientOutput) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	if err != nil {
+		c.once.Do(func() { c.gone(err) })
+	}
+	return n, err
+}
+
+// survivePipes makes a write to a closed stdout or stderr fail with EPIPE
+// instead of killing the process with SIGPIPE (the Go runtime's default for
+// file descriptors 1 and 2), so that clientOutput sees it. Notify rather
+// than Ignore: an ignored signal would stay ignored in the processes the
+// server starts (an image build's tools), a handled one is reset for them.
+func survivePipes() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 }

@@ -266,7 +266,15 @@ func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, tool, lan
 	var res *executor.Result
 	var err error
 	if persistent {
+		asked := sessionID
 		res, sessionID, err = s.d.Exec.Persistent(ctx, sessionID, ereq)
+		if asked == "" && sessionID != "" && ctx.Err() != nil {
+			// The call that created the session was cancelled (or its
+			// client went away): the reply that would tell its id is never
+			// read, so nobody could use or end the session.
+			s.dropUnseen(ctx, p.Sub, sessionID)
+			return s.failure(tool, "", ctx.Err()), nil
+		}
 	} else {
 		res, err = s.d.Exec.Transient(ctx, ereq)
 	}
@@ -278,6 +286,17 @@ func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, tool, lan
 	}
 	s.logClient(ctx, mcp.LoggingLevelInfo, "run finished", map[string]any{"tool": tool, "status": res.Status, "duration_ms": res.DurationMS})
 	return s.render(p.Sub, res, dec.Warnings, !persistent), nil
+}
+
+// dropUnseen removes a session whose id never reached its client.
+func (s *Server) dropUnseen(ctx context.Context, owner, id string) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := s.d.Exec.Cleanup(cctx, owner, id); err != nil {
+		s.d.Logger.Warn("removing a session its client never learned of", "session", id, "err", err)
+		return
+	}
+	s.d.Logger.Info("removed a new session: the call that created it was cancelled", "session", id)
 }
 
 // sessionInput describes the session for the policy.
