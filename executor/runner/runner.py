@@ -974,21 +974,56 @@ def _type_name(v):
     return mod + "." + t.__qualname__
 
 
-def _collect_state(ns, max_bytes):
-    state, dropped, size = {}, [], 2
-    for name, v in list(ns.items()):
-        if name.startswith("_") or isinstance(v, types.ModuleType):
+_JSON_TYPES = (type(None), bool, int, float, str, list, dict)  # tuples do not round-trip
+_MAX_UNRETURNED = 100  # names of globals listed as not returned
+
+
+def _collect_state(ns, max_bytes, names):
+    """The state a transient run returns: the globals named in names (the
+    keys the call sent, then the names it asked for), or every global when
+    names is None ("*"). Returns (state, dropped, too_large, missing,
+    unreturned): values that are not JSON round-trippable are dropped
+    (named with their type); when the state would exceed max_bytes the
+    largest values are left out until the rest fits, each named with its
+    size (of its JSON); names asked for that are not defined are missing; unreturned
+    names the other globals of JSON types, for the caller to ask for."""
+    state, dropped, missing, sizes, values = {}, [], [], {}, {}
+    if names is None:
+        names = [n for n, v in list(ns.items()) if not n.startswith("_") and not isinstance(v, types.ModuleType)]
+    for name in dict.fromkeys(names):
+        if name not in ns:
+            if len(missing) < _MAX_DROPPED:
+                missing.append(name[:256])
             continue
+        v = ns[name]
         enc = _round_trips(v)
         if enc is None:
             if len(dropped) < _MAX_DROPPED:
                 dropped.append({"name": name[:256], "type": _type_name(v)[:256]})
             continue
-        size += len(json.dumps(name, ensure_ascii=False).encode("utf-8")) + 1 + len(enc.encode("utf-8")) + 1
+        n = len(enc.encode("utf-8"))
+        values[name] = n
+        sizes[name] = len(json.dumps(name, ensure_ascii=False).encode("utf-8")) + 1 + n + 1
         state[name] = v
-    if size > max_bytes:
-        raise OverflowError("state out is %d bytes; the maximum is %d bytes (limits.max_state_bytes)" % (size, max_bytes))
-    return state, dropped
+    total = 2 + sum(sizes.values())
+    too_large = []
+    for name in sorted(sizes, key=lambda n: -sizes[n]):
+        if total <= max_bytes:
+            break
+        total -= sizes[name]
+        del state[name]
+        if len(too_large) < _MAX_DROPPED:
+            too_large.append({"name": name[:256], "bytes": values[name]})
+    unreturned = []
+    for name, v in list(ns.items()):
+        if len(unreturned) >= _MAX_UNRETURNED:
+            break
+        if name in sizes or name.startswith("_") or type(v) not in _JSON_TYPES:
+            continue
+        if any(d["name"] == name for d in dropped):
+            continue
+        unreturned.append(name[:256])
+    return state, dropped, too_large, missing, unreturned
 
 
 def _figures(max_images, max_bytes):
@@ -1299,8 +1334,15 @@ def _worker_run(req, denied):
         importlib.invalidate_caches()
     tree = ast.parse(code, filename=cell_name, mode="exec")
     ns = _USER.__dict__
+    state_names = []
     if transient and isinstance(req.get("state"), dict):
         ns.update(req["state"])
+        state_names.extend(req["state"])
+    asked = req.get("state_keys") or ()
+    if "*" in asked:
+        state_names = None
+    else:
+        state_names.extend(str(n) for n in asked)
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body.pop().value)
@@ -1340,10 +1382,7 @@ def _worker_run(req, denied):
                          + b[-half:].decode("utf-8", "replace"))
                 resp["result"] = r
             if transient:
-                try:
-                    state = _collect_state(ns, max_state)
-                except OverflowError as e:
-                    state = e
+                state = _collect_state(ns, max_state, state_names)
     except BaseException as e:  # noqa: BLE001 - a timeout while rendering or collecting
         if exc is None or isinstance(e, (SandboxTimeout, SandboxInterrupt)):
             exc = e
@@ -1374,14 +1413,12 @@ def _worker_run(req, denied):
             resp["status"] = "error"
         if info is not None:
             resp["error"] = info
-    if isinstance(state, OverflowError):
-        if resp["status"] == "ok":
-            resp["status"] = "error"
-        resp["error"] = {"type": "StateTooLarge", "message": str(state), "line": 0, "traceback": ""}
-    elif state is not None:
-        resp["state"], dropped = state
-        if dropped:
-            resp["dropped_state"] = dropped
+    if state is not None:
+        resp["state"], dropped, too_large, missing, unreturned = state
+        for k, v in (("dropped_state", dropped), ("state_too_large", too_large), ("missing_state", missing),
+                     ("unreturned_globals", unreturned)):
+            if v:
+                resp[k] = v
     return resp
 
 
@@ -1546,16 +1583,28 @@ def _clean_reply(raw, nonce, transient, max_out, max_state, max_img, max_images)
         st = r["state"]
         if not isinstance(st, dict):
             raise ValueError("state is not an object")
+        too_large = r.get("state_too_large")
+        too_large = [{"name": str(d.get("name", ""))[:256], "bytes": d["bytes"]} for d in too_large[:_MAX_DROPPED]
+                     if isinstance(d, dict) and type(d.get("bytes")) is int and 0 <= d["bytes"] < 1 << 62] if isinstance(too_large, list) else []
         if len(json.dumps(st, ensure_ascii=False).encode("utf-8", "surrogatepass")) > max_state:
-            out["status"] = "error" if status == "ok" else status
-            out["error"] = {"type": "StateTooLarge", "line": 0, "traceback": "",
-                            "message": "state out exceeds %d bytes (limits.max_state_bytes)" % max_state}
-        else:
-            out["state"] = st
+            # The worker trims the state to its cap; a worker that did not
+            # loses all of it, named, and the run keeps its outcome.
+            too_large = [{"name": str(k)[:256], "bytes": len(json.dumps(v, ensure_ascii=False).encode("utf-8", "surrogatepass"))}
+                         for k, v in list(st.items())[:_MAX_DROPPED]] + too_large
+            st = {}
+        out["state"] = st
+        if too_large:
+            out["state_too_large"] = too_large[:_MAX_DROPPED]
         dropped = r.get("dropped_state")
         if isinstance(dropped, list):
             out["dropped_state"] = [{"name": str(d.get("name", ""))[:256], "type": str(d.get("type", ""))[:256]}
                                     for d in dropped[:_MAX_DROPPED] if isinstance(d, dict)]
+        for k, n in (("missing_state", _MAX_DROPPED), ("unreturned_globals", _MAX_UNRETURNED)):
+            names = r.get(k)
+            if isinstance(names, list):
+                names = [str(x)[:256] for x in names[:n] if isinstance(x, str)]
+                if names:
+                    out[k] = names
     imgs = r.get("images")
     if imgs is not None:
         if not isinstance(imgs, list):
@@ -1579,7 +1628,7 @@ def _clean_reply(raw, nonce, transient, max_out, max_state, max_img, max_images)
 
 def _result_cap(max_out, max_state, max_img, max_images):
     # JSON may escape a character into 6 bytes.
-    return 6 * (max_out + 2 * _MAX_ERROR_TEXT + _MAX_DROPPED * 600) + 6 * max_state + (max_img * 4) // 3 + max_images * 256 + (64 << 10)
+    return 6 * (max_out + 2 * _MAX_ERROR_TEXT + _MAX_DROPPED * 2000 + _MAX_UNRETURNED * 300) + 6 * max_state + (max_img * 4) // 3 + max_images * 256 + (64 << 10)
 
 
 def _worker_key(req):

@@ -31,7 +31,7 @@ func TestArgumentErrorsAreSentences(t *testing.T) {
 		{"timeout as a string", ToolExecutePersistent, map[string]any{"code": "1", "timeout": "5"},
 			[]string{"argument `timeout` is the string \"5\", but it must be a number"}},
 		{"unknown argument", ToolExecuteTransient, map[string]any{"code": "1", "sesion_id": "x"},
-			[]string{"unknown argument `sesion_id`: execute-transient takes only code, language, state, timeout"}},
+			[]string{"unknown argument `sesion_id`: execute-transient takes only code, language, state, state_keys, timeout"}},
 		{"bad enum", ToolWriteFile, map[string]any{"session_id": "s1", "path": "a", "content": "x", "encoding": "hex"},
 			[]string{"argument `encoding` is the string \"hex\"; allowed values: the string \"text\", the string \"base64\""}},
 		{"two problems", ToolReadFile, map[string]any{"path": 1},
