@@ -22,6 +22,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -714,11 +715,13 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 		if typ == "" {
 			typ = "SandboxKilled"
 		}
-		return &Result{
+		res := &Result{
 			Status:     fail.status,
 			Error:      &RunError{Type: typ, Message: fail.reason},
 			DurationMS: float64(time.Since(t0).Microseconds()) / 1000,
-		}, nil
+		}
+		explainOOM(res, sb.lim.Memory)
+		return res, nil
 	}
 	if resp.Armed {
 		e.armed.Add(1)
@@ -737,10 +740,43 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 		DurationMS:    resp.DurationMS,
 		StateLost:     !transient && resp.StateLost,
 	}
+	explainOOM(res, sb.lim.Memory)
 	res.Stdout, res.StdoutTruncated, res.StdoutFull, res.StdoutBytes = displayStream(resp.Stdout, resp.StdoutTruncated, e.outputCap())
 	res.Stderr, res.StderrTruncated, res.StderrFull, res.StderrBytes = displayStream(resp.Stderr, resp.StderrTruncated, e.outputCap())
 	if transient && len(resp.State) > 0 && !bytes.Equal(resp.State, []byte("null")) {
 		res.State = resp.State
 	}
 	return res, nil
+}
+
+// explainOOM makes an oom result's error message name the memory limit
+// the sandbox had (memory bytes, 0 for none) and how it is raised; what
+// the runner or the backend said stays after it.
+func explainOOM(res *Result, memory int64) {
+	if res.Status != "oom" {
+		return
+	}
+	if res.Error == nil {
+		res.Error = &RunError{Type: "OutOfMemory"}
+	}
+	msg := "the code ran out of memory: the sandbox's memory limit is " + sizeText(memory) +
+		" (docker.memory_limit in the server's config; only an operator can raise it, e.g. docker.memory_limit: 1g). Use less memory: work in chunks, free large objects, or use smaller dtypes"
+	if memory <= 0 {
+		msg = "the code ran out of memory: the sandbox has no memory limit of its own (docker.memory_limit is 0), so the host's memory ran out"
+	}
+	if d := strings.TrimSpace(res.Error.Message); d != "" {
+		msg += " (" + d + ")"
+	}
+	res.Error.Message = msg
+}
+
+// sizeText is n bytes as a person writes it: 512 MiB, 1 GiB, 1000 bytes.
+func sizeText(n int64) string {
+	switch {
+	case n > 0 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n > 0 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

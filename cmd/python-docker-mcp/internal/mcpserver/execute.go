@@ -428,7 +428,13 @@ func text(o runOut) string {
 	case "timeout":
 		fmt.Fprintf(&b, "timeout: the code ran past its time limit and was stopped (%.0f ms)\n", o.DurationMS)
 	case "oom":
-		b.WriteString("oom: the code ran out of memory and was stopped\n")
+		// The message names the memory limit and how it is raised: shown
+		// here, since a MemoryError's traceback would hide it below.
+		if o.Error != nil && o.Error.Message != "" {
+			b.WriteString("oom: " + o.Error.Message + "\n")
+		} else {
+			b.WriteString("oom: the code ran out of memory and was stopped\n")
+		}
 	case "killed":
 		b.WriteString("killed: the sandbox was stopped\n")
 	case "refused":
@@ -467,9 +473,11 @@ func text(o runOut) string {
 		b.WriteString("result: " + *o.Result + "\n")
 	}
 	if o.Error != nil {
-		if o.Error.Traceback != "" {
+		switch {
+		case o.Error.Traceback != "":
 			b.WriteString(strings.TrimRight(o.Error.Traceback, "\n") + "\n")
-		} else {
+		case o.Status == "oom": // the first line says it
+		default:
 			fmt.Fprintf(&b, "%s: %s\n", o.Error.Type, o.Error.Message)
 		}
 	}
