@@ -846,8 +846,10 @@ _CORE = frozenset(("os", "sys", "posix", "builtins", "io", "_io", "abc", "_abc",
 
 def _explain_eperm(e, denied):
     """The policy message for an EPERM that a denied capability class
-    caused in C code (seccomp), or None."""
-    if not denied or not isinstance(e, OSError) or e.errno != errno.EPERM:
+    caused in C code (seccomp), or None. pty.openpty's own error after
+    os.openpty failed ("out of pty devices": it tried the BSD devices
+    next) is one too."""
+    if not denied or not isinstance(e, OSError):
         return None
     text = str(e)
     if "sandbox policy" in text:
@@ -858,6 +860,12 @@ def _explain_eperm(e, denied):
         names.add(tb.tb_frame.f_code.co_name)
         names.add(linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno).strip())
         tb = tb.tb_next
+    if e.errno is None and "pty" in denied and text == "out of pty devices" and "_open_terminal" in names:
+        return _MSG["pty"]
+    if e.errno != errno.EPERM:
+        return None
+    if "sockets" in denied and "_make_self_pipe" in names:
+        return _MSG["sockets"] + ": an asyncio event loop needs a socket pair to start, so asyncio cannot run here"
     hints = " ".join(names) + " " + text
     # The failing call names the class (the kernel's EPERM does not).
     for cls, words in (("pty", ("openpty", "forkpty", "ptmx")),
@@ -943,10 +951,15 @@ def _error_info(e, cell_name, denied=()):
         if fs.filename == cell_name:
             info["line"] = fs.lineno or 0
     tb = "Traceback (most recent call last):\n" + "".join(traceback.format_list(entries))
-    try:
-        tb += "".join(traceback.format_exception_only(type(e), e))
-    except BaseException:  # noqa: BLE001
-        tb += "%s\n" % type(e).__name__
+    if info["message"] != msg:
+        # A refusal the policy explains: the traceback's last line, what
+        # a reader sees first, says so too, not only the raw OS error.
+        tb += "%s: %s\n" % (type(e).__name__, info["message"])
+    else:
+        try:
+            tb += "".join(traceback.format_exception_only(type(e), e))
+        except BaseException:  # noqa: BLE001
+            tb += "%s\n" % type(e).__name__
     info["traceback"] = tb
     info["message"] = _clip(info["message"])
     info["traceback"] = _clip(info["traceback"])
