@@ -134,6 +134,16 @@ func TestRefusalsNameThePolicy(t *testing.T) {
 	}
 	c.cs.Close()
 	waitNoSandboxes(t, cli, c.pid, "refusals")
+
+	// Sockets allowed, but not the unix family an event loop's socket
+	// pair needs.
+	c = stdioClient(t, "", []string{"--set", "policy.capabilities.sockets=true", "--set", "policy.capabilities.socket_families=inet"})
+	res := c.call(t, "execute-transient", map[string]any{"code": "import asyncio\nasync def main():\n    return 1\nasyncio.run(main())"})
+	if !res.IsError || !strings.Contains(text(res), "PermissionError: unix sockets are not allowed by the sandbox policy (policy.capabilities.sockets allows inet): an asyncio event loop") {
+		t.Errorf("asyncio with only inet sockets: %q, want the refusal naming the unix family", text(res))
+	}
+	c.cs.Close()
+	waitNoSandboxes(t, cli, c.pid, "refusals, inet only")
 }
 
 // TestOutOfMemoryNamesTheLimit drives the built server over stdio with a

@@ -330,6 +330,9 @@ def _denied_classes(caps):
         out.append("processes")
     if not caps.get("sockets"):
         out.append("sockets")
+    else:
+        # Families the policy leaves out, for the messages ("sockets.unix").
+        out.extend("sockets." + f for f in _FAMILIES if f not in caps.get("sockets"))
     if not caps.get("pty"):
         out.append("pty")
     if not caps.get("native_code"):
@@ -864,9 +867,17 @@ def _explain_eperm(e, denied):
         return _MSG["pty"]
     if e.errno != errno.EPERM:
         return None
-    if "sockets" in denied and "_make_self_pipe" in names:
-        return _MSG["sockets"] + ": an asyncio event loop needs a socket pair to start, so asyncio cannot run here"
+    # A socket pair is AF_UNIX: denied with sockets, or with the unix family.
+    pair = None
+    if "sockets" in denied:
+        pair = _MSG["sockets"]
+    elif "sockets.unix" in denied:
+        pair = _socket_msg(_FAMILIES["unix"], [f for f in _FAMILIES if "sockets." + f not in denied])
+    if pair and "_make_self_pipe" in names:
+        return pair + ": an asyncio event loop needs a socket pair to start, so asyncio cannot run here"
     hints = " ".join(names) + " " + text
+    if pair and "sockets" not in denied and "socketpair" in hints:
+        return pair
     # The failing call names the class (the kernel's EPERM does not).
     for cls, words in (("pty", ("openpty", "forkpty", "ptmx")),
                        ("processes", ("fork", "spawn", "Popen", "_execute_child", "execv", "system(")),
