@@ -89,6 +89,15 @@ func TestStateKeysRefused(t *testing.T) {
 	if res.IsError {
 		t.Errorf("good keys refused: %q", textOf(res))
 	}
+	// Names asked for are identifiers, or "*"; they reach the executor.
+	res = h.call(t, ToolExecuteTransient, map[string]any{"code": "1", "state_keys": []string{"a-b", "ok"}})
+	if got := textOf(res); !res.IsError || structuredOf(t, res)["status"] != "invalid" || !strings.Contains(got, `state_keys name "a-b" is not a Python identifier`) {
+		t.Errorf("state_keys [a-b ok]: %q, want status invalid naming a-b", got)
+	}
+	res = h.call(t, ToolExecuteTransient, map[string]any{"code": "1", "state_keys": []string{"*", "total"}})
+	if n := len(h.exec.requests); res.IsError || n != 2 || strings.Join(h.exec.requests[n-1].StateKeys, ",") != "*,total" {
+		t.Errorf("state_keys [* total]: %q, want them passed to the executor", textOf(res))
+	}
 }
 
 func TestCutStreamBecomesResource(t *testing.T) {
