@@ -56,7 +56,7 @@ func (e *Executor) imageCap() int64 {
 // kills the sandbox before any of it is read.
 func (e *Executor) runReplyLimit() int64 {
 	out := e.retainCap()
-	text := 3*(out+truncationSlack) + 2*maxErrorText + maxDropped*2000 + maxUnreturned*300 + maxFilesBytes + maxFiles*8
+	text := 3*(out+truncationSlack) + 2*maxErrorText + maxDropped*1200 + maxUnreturned*300 + maxFilesBytes + maxFiles*8
 	return jsonGrowth*text + jsonGrowth*e.stateCap() + e.imageCap()*4/3 + maxImages*256 + replySlack
 }
 

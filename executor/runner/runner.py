@@ -1652,7 +1652,7 @@ def _clean_reply(raw, nonce, transient, max_out, max_state, max_img, max_images)
 
 def _result_cap(max_out, max_state, max_img, max_images):
     # JSON may escape a character into 6 bytes.
-    return 6 * (max_out + 2 * _MAX_ERROR_TEXT + _MAX_DROPPED * 2000 + _MAX_UNRETURNED * 300) + 6 * max_state + (max_img * 4) // 3 + max_images * 256 + (64 << 10)
+    return 6 * (max_out + 2 * _MAX_ERROR_TEXT + _MAX_DROPPED * 1200 + _MAX_UNRETURNED * 300) + 6 * max_state + (max_img * 4) // 3 + max_images * 256 + (64 << 10)
 
 
 def _worker_key(req):
