@@ -22,6 +22,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -39,6 +40,9 @@ var errNotExist = fs.ErrNotExist
 // capped by limits.max_image_bytes.
 const maxImages = 16
 
+// MaxStateKeys caps Request.StateKeys.
+const MaxStateKeys = 1000
+
 // Request is one piece of approved code to run.
 type Request struct {
 	// Owner is the principal; sessions are visible only to their owner.
@@ -53,6 +57,11 @@ type Request struct {
 	// State (transient only) is a JSON object whose members become globals
 	// before the code runs; nil means none. At most limits.max_state_bytes.
 	State json.RawMessage
+	// StateKeys (transient only) names the globals the result's State
+	// holds besides the keys of State; "*" means every JSON-serialisable
+	// global. With neither, the result has no State, and Unreturned names
+	// the globals the caller could ask for. At most MaxStateKeys names.
+	StateKeys []string
 	// Imports are the gate's import facts for Code. The runner derives them
 	// again with CPython's ast and refuses to run (status "refused") when
 	// they differ; nil means the gate found no imports.
@@ -137,8 +146,18 @@ type Result struct {
 	Error        *RunError       `json:"error,omitempty"`
 	State        json.RawMessage `json:"state,omitempty"` // transient: the JSON-serialisable user globals
 	DroppedState []Dropped       `json:"dropped_state,omitempty"`
-	Images       []Image         `json:"images,omitempty"`
-	Files        []string        `json:"files,omitempty"` // workspace files the run created or changed, relative paths
+	// StateTooLarge (transient) names the globals left out of State, with
+	// their sizes, so that it fits limits.max_state_bytes: the largest go
+	// first. The run's status is not changed by it.
+	StateTooLarge []StateSize `json:"state_too_large,omitempty"`
+	// MissingState (transient) names the keys sent or asked for that are
+	// not defined after the run.
+	MissingState []string `json:"missing_state,omitempty"`
+	// Unreturned (transient) names other globals of JSON types that were
+	// not asked for (at most 100): ask with StateKeys.
+	Unreturned []string `json:"unreturned_globals,omitempty"`
+	Images     []Image  `json:"images,omitempty"`
+	Files      []string `json:"files,omitempty"` // workspace files the run created or changed, relative paths
 	// FileData (transient runs) holds the small ones among Files, read
 	// before the sandbox was removed: see WorkspaceFile.
 	FileData   []WorkspaceFile `json:"file_data,omitempty"`
@@ -154,7 +173,9 @@ type Result struct {
 type (
 	RunError = protocol.RunError
 	Dropped  = protocol.Dropped
-	Image    = protocol.Image
+	// StateSize is a global left out of State to keep it under its cap.
+	StateSize = protocol.StateSize
+	Image     = protocol.Image
 )
 
 // Executor runs code in sandboxes. Create it with New; Close removes every
@@ -509,6 +530,22 @@ func (e *Executor) prepare(req Request, transient bool) (Limits, error) {
 	default:
 		return Limits{}, fmt.Errorf("%w: language %q is not supported (python or bash)", ErrInvalidRequest, req.Language)
 	}
+	if len(req.StateKeys) > 0 {
+		if !transient {
+			return Limits{}, fmt.Errorf("%w: state_keys is only for transient runs; a persistent session keeps its own globals", ErrInvalidRequest)
+		}
+		if req.Language == "bash" {
+			return Limits{}, fmt.Errorf("%w: state_keys is for python code only", ErrInvalidRequest)
+		}
+		if len(req.StateKeys) > MaxStateKeys {
+			return Limits{}, fmt.Errorf("%w: state_keys has %d names; the maximum is %d", ErrInvalidRequest, len(req.StateKeys), MaxStateKeys)
+		}
+		for _, k := range req.StateKeys {
+			if k == "" || len(k) > 256 {
+				return Limits{}, fmt.Errorf("%w: state_keys holds a name of %d bytes: each is 1 to 256 bytes", ErrInvalidRequest, len(k))
+			}
+		}
+	}
 	if len(req.State) > 0 {
 		if !transient {
 			return Limits{}, fmt.Errorf("%w: state is only for transient runs; a persistent session keeps its own globals", ErrInvalidRequest)
@@ -661,6 +698,9 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 	if transient && len(req.State) > 0 {
 		frame["state"] = req.State
 	}
+	if transient && len(req.StateKeys) > 0 {
+		frame["state_keys"] = req.StateKeys
+	}
 	if req.Language == "bash" {
 		frame["language"] = "bash"
 	}
@@ -675,30 +715,68 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 		if typ == "" {
 			typ = "SandboxKilled"
 		}
-		return &Result{
+		res := &Result{
 			Status:     fail.status,
 			Error:      &RunError{Type: typ, Message: fail.reason},
 			DurationMS: float64(time.Since(t0).Microseconds()) / 1000,
-		}, nil
+		}
+		explainOOM(res, sb.lim.Memory)
+		return res, nil
 	}
 	if resp.Armed {
 		e.armed.Add(1)
 	}
 	e.capResult(resp, transient)
 	res := &Result{
-		Status:       resp.Status,
-		Result:       resp.Result,
-		Error:        resp.Error,
-		DroppedState: resp.DroppedState,
-		Images:       resp.Images,
-		Files:        resp.Files,
-		DurationMS:   resp.DurationMS,
-		StateLost:    !transient && resp.StateLost,
+		Status:        resp.Status,
+		Result:        resp.Result,
+		Error:         resp.Error,
+		DroppedState:  resp.DroppedState,
+		StateTooLarge: resp.StateTooLarge,
+		MissingState:  resp.MissingState,
+		Unreturned:    resp.Unreturned,
+		Images:        resp.Images,
+		Files:         resp.Files,
+		DurationMS:    resp.DurationMS,
+		StateLost:     !transient && resp.StateLost,
 	}
+	explainOOM(res, sb.lim.Memory)
 	res.Stdout, res.StdoutTruncated, res.StdoutFull, res.StdoutBytes = displayStream(resp.Stdout, resp.StdoutTruncated, e.outputCap())
 	res.Stderr, res.StderrTruncated, res.StderrFull, res.StderrBytes = displayStream(resp.Stderr, resp.StderrTruncated, e.outputCap())
 	if transient && len(resp.State) > 0 && !bytes.Equal(resp.State, []byte("null")) {
 		res.State = resp.State
 	}
 	return res, nil
+}
+
+// explainOOM makes an oom result's error message name the memory limit
+// the sandbox had (memory bytes, 0 for none) and how it is raised; what
+// the runner or the backend said stays after it.
+func explainOOM(res *Result, memory int64) {
+	if res.Status != "oom" {
+		return
+	}
+	if res.Error == nil {
+		res.Error = &RunError{Type: "OutOfMemory"}
+	}
+	msg := "the code ran out of memory: the sandbox's memory limit is " + sizeText(memory) +
+		" (docker.memory_limit in the server's config; only an operator can raise it, e.g. docker.memory_limit: 1g). Use less memory: work in chunks, free large objects, or use smaller dtypes"
+	if memory <= 0 {
+		msg = "the code ran out of memory: the sandbox has no memory limit of its own (docker.memory_limit is 0), so the host's memory ran out"
+	}
+	if d := strings.TrimSpace(res.Error.Message); d != "" {
+		msg += " (" + d + ")"
+	}
+	res.Error.Message = msg
+}
+
+// sizeText is n bytes as a person writes it: 512 MiB, 1 GiB, 1000 bytes.
+func sizeText(n int64) string {
+	switch {
+	case n > 0 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n > 0 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

@@ -133,8 +133,8 @@ func TestCapResult(t *testing.T) {
 	if len(*r.Result) > 1000+truncationSlack {
 		t.Errorf("result: %d bytes", len(*r.Result))
 	}
-	if r.State != nil || r.Status != "error" || r.Error.Type != "StateTooLarge" {
-		t.Errorf("state over its cap: state of %d bytes, status %s, error type %.40q", len(r.State), r.Status, r.Error.Type)
+	if r.State != nil || r.Status != "ok" || len(r.StateTooLarge) != 1 || r.StateTooLarge[0].Name != "a" || r.StateTooLarge[0].Bytes != 1002 {
+		t.Errorf("state over its cap: state of %d bytes, status %s, too large %v; want no state, status ok, a (1002 bytes) named", len(r.State), r.Status, r.StateTooLarge)
 	}
 	var total int
 	for _, im := range r.Images {

@@ -2,7 +2,9 @@ package executor
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"sort"
 	"unicode/utf8"
 )
 
@@ -14,8 +16,11 @@ const (
 	jsonGrowth = 6
 	// maxErrorText caps the message and the traceback of a RunError.
 	maxErrorText = 64 << 10
-	// maxDropped caps DroppedState entries; each name and type at 256 bytes.
+	// maxDropped caps DroppedState, StateTooLarge and MissingState
+	// entries; each name and type at 256 bytes.
 	maxDropped = 1000
+	// maxUnreturned caps Unreturned, 256 bytes a name.
+	maxUnreturned = 100
 	// maxFiles and maxFilesBytes cap Result.Files.
 	maxFiles      = 1000
 	maxFilesBytes = 256 << 10
@@ -51,7 +56,7 @@ func (e *Executor) imageCap() int64 {
 // kills the sandbox before any of it is read.
 func (e *Executor) runReplyLimit() int64 {
 	out := e.retainCap()
-	text := 3*(out+truncationSlack) + 2*maxErrorText + maxDropped*600 + maxFilesBytes + maxFiles*8
+	text := 3*(out+truncationSlack) + 2*maxErrorText + maxDropped*1200 + maxUnreturned*300 + maxFilesBytes + maxFiles*8
 	return jsonGrowth*text + jsonGrowth*e.stateCap() + e.imageCap()*4/3 + maxImages*256 + replySlack
 }
 
@@ -78,10 +83,22 @@ func clipText(s string, max int64) (string, bool) {
 	return fmt.Sprintf("%s\n... [%d bytes dropped] ...\n%s", head, len(s)-len(head)-len(tail), tail), true
 }
 
+// clipNames keeps at most n names, each clipped to 256 bytes.
+func clipNames(names []string, n int) []string {
+	if len(names) > n {
+		names = names[:n]
+	}
+	for i := range names {
+		names[i], _ = clipText(names[i], 256-truncationSlack)
+	}
+	return names
+}
+
 // capResult re-applies the output, state, image, file and error caps to a
 // run reply, in place: what is over a cap is cut (text) or dropped (images,
-// files, dropped-state entries); a state over its cap turns the call into
-// the StateTooLarge error the runner would have reported.
+// files, dropped-state entries); a state over its cap (which the runner
+// trims, so only a misbehaving sandbox sends one) is left out whole, each
+// of its globals named in StateTooLarge, and the status stays the run's.
 //
 // Streams are kept up to the retained cap (outputs.max_stream_bytes): the
 // run's result cuts them for display and keeps the rest as a resource. A
@@ -113,21 +130,41 @@ func (e *Executor) capResult(r *runnerResponse, transient bool) {
 	if !transient {
 		r.State = nil
 		r.DroppedState = nil
+		r.StateTooLarge = nil
+		r.MissingState = nil
+		r.Unreturned = nil
 	}
 	if st := bytes.TrimSpace(r.State); len(st) > 0 && !bytes.Equal(st, []byte("null")) {
-		if st[0] != '{' {
+		var members map[string]json.RawMessage
+		switch {
+		case st[0] != '{':
 			r.State = nil
-		} else if int64(len(st)) > e.stateCap()+truncationSlack {
+		case int64(len(st)) > e.stateCap()+truncationSlack:
 			r.State = nil
-			if r.Status == "ok" {
-				r.Status = "error"
+			if json.Unmarshal(st, &members) == nil {
+				var all []StateSize
+				for k, v := range members {
+					all = append(all, StateSize{Name: k, Bytes: int64(len(v))})
+				}
+				sort.Slice(all, func(i, j int) bool { return all[i].Bytes > all[j].Bytes })
+				r.StateTooLarge = append(all, r.StateTooLarge...)
 			}
-			r.Error = &RunError{Type: "StateTooLarge", Message: fmt.Sprintf("state out is %d bytes; the maximum is %d bytes (limits.max_state_bytes)", len(st), e.stateCap())}
 		}
 	}
 	if len(r.DroppedState) > maxDropped {
 		r.DroppedState = r.DroppedState[:maxDropped]
 	}
+	if len(r.StateTooLarge) > maxDropped {
+		r.StateTooLarge = r.StateTooLarge[:maxDropped]
+	}
+	for i := range r.StateTooLarge {
+		r.StateTooLarge[i].Name, _ = clipText(r.StateTooLarge[i].Name, 256-truncationSlack)
+		if r.StateTooLarge[i].Bytes < 0 {
+			r.StateTooLarge[i].Bytes = 0
+		}
+	}
+	r.MissingState = clipNames(r.MissingState, maxDropped)
+	r.Unreturned = clipNames(r.Unreturned, maxUnreturned)
 	for i := range r.DroppedState {
 		r.DroppedState[i].Name, _ = clipText(r.DroppedState[i].Name, 256-truncationSlack)
 		r.DroppedState[i].Type, _ = clipText(r.DroppedState[i].Type, 256-truncationSlack)

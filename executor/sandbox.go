@@ -500,7 +500,7 @@ func (e *Executor) diagnose(sb *sandbox, what string) *failure {
 	if err == nil {
 		if st.OOMKilled {
 			f.status = "oom"
-			f.reason = fmt.Sprintf("the sandbox ran out of memory (limit %d bytes) and was killed", sb.lim.Memory)
+			f.reason = "the kernel's OOM killer stopped the sandbox"
 		} else if st.Exited {
 			f.reason = fmt.Sprintf("%s (exit code %d)", what, st.ExitCode)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -125,7 +126,8 @@ func TestTransientState(t *testing.T) {
 func TestTransientDroppedState(t *testing.T) {
 	e, _ := newExec(t, nil)
 	code := "import numpy as np\ndef f():\n    return 1\na = np.arange(3)\nn = 5\nt = (1, 2)\n_hidden = 3\n"
-	res := transient(t, e, Request{Code: code, Imports: []analyze.Import{{Module: "numpy", Alias: "np", Line: 1}}})
+	imports := []analyze.Import{{Module: "numpy", Alias: "np", Line: 1}}
+	res := transient(t, e, Request{Code: code, Imports: imports, StateKeys: []string{"*"}})
 	wantStatus(t, res, "ok")
 	want := []Dropped{{Name: "f", Type: "function"}, {Name: "a", Type: "numpy.ndarray"}, {Name: "t", Type: "tuple"}}
 	if diff := cmp.Diff(want, res.DroppedState); diff != "" {
@@ -133,6 +135,20 @@ func TestTransientDroppedState(t *testing.T) {
 	}
 	if string(res.State) != `{"n": 5}` {
 		t.Errorf("state = %s, want {\"n\": 5}", res.State)
+	}
+	// Asked for nothing: no state, and the globals it could ask for
+	// named (JSON types only).
+	res = transient(t, e, Request{Code: code, Imports: imports})
+	wantStatus(t, res, "ok")
+	if string(res.State) != `{}` || len(res.DroppedState) != 0 || !slices.Equal(res.Unreturned, []string{"n"}) {
+		t.Errorf("no state asked: state %s, dropped %v, unreturned %v; want {}, none, [n]", res.State, res.DroppedState, res.Unreturned)
+	}
+	// The keys sent and the names asked for come back; a name not
+	// defined is named.
+	res = transient(t, e, Request{Code: code + "del x\n", Imports: imports, State: json.RawMessage(`{"x": 1, "y": 2}`), StateKeys: []string{"n", "f", "zz"}})
+	wantStatus(t, res, "ok")
+	if string(res.State) != `{"y": 2, "n": 5}` || !slices.Equal(res.MissingState, []string{"x", "zz"}) || len(res.DroppedState) != 1 || res.DroppedState[0].Name != "f" {
+		t.Errorf("keys sent and asked: state %s, missing %v, dropped %v; want {y, n}, [x zz], [f]", res.State, res.MissingState, res.DroppedState)
 	}
 }
 
@@ -147,10 +163,13 @@ func TestTransientStateTooLarge(t *testing.T) {
 	if !errors.Is(err, ErrInvalidRequest) {
 		t.Errorf("array state: error = %v, want ErrInvalidRequest", err)
 	}
-	res := transient(t, e, Request{Code: "s = 'x' * (10 << 20)\nprint('ran')"})
-	wantStatus(t, res, "error")
-	if res.Error == nil || res.Error.Type != "StateTooLarge" || res.State != nil || res.Stdout != "ran\n" {
-		t.Errorf("10 MB state out: error %+v state %.50s stdout %q, want StateTooLarge, no state, stdout kept", res.Error, res.State, res.Stdout)
+	// A state that does not fit leaves out its largest globals, named
+	// with their sizes; the run keeps its status, output and result.
+	res := transient(t, e, Request{Code: "s = 'x' * (10 << 20)\nn = 1\nprint('ran')\n2", StateKeys: []string{"*"}})
+	wantStatus(t, res, "ok")
+	want := []StateSize{{Name: "s", Bytes: 10<<20 + 2}}
+	if diff := cmp.Diff(want, res.StateTooLarge); diff != "" || string(res.State) != `{"n": 1}` || res.Stdout != "ran\n" || res.Result == nil || *res.Result != "2" {
+		t.Errorf("10 MB state out: state %.50s stdout %q result %v, too large (-want +got):\n%s", res.State, res.Stdout, res.Result, diff)
 	}
 	if n := settled(t, cli, ""); n != 0 {
 		t.Errorf("%d containers left", n)

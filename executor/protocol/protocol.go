@@ -111,6 +111,9 @@ type Reply struct {
 	Error           *RunError       `json:"error"`
 	State           json.RawMessage `json:"state"`
 	DroppedState    []Dropped       `json:"dropped_state"`
+	StateTooLarge   []StateSize     `json:"state_too_large"`    // run: globals left out of State to keep it under its cap
+	MissingState    []string        `json:"missing_state"`      // run: names asked for as state that are not defined
+	Unreturned      []string        `json:"unreturned_globals"` // run: other JSON-typed globals, not asked for
 	Images          []Image         `json:"images"`
 	Files           []string        `json:"files"`
 	DurationMS      float64         `json:"duration_ms"`
@@ -161,6 +164,14 @@ type RunError struct {
 type Dropped struct {
 	Name string `json:"name"`
 	Type string `json:"type"`
+}
+
+// StateSize is a global left out of a transient run's state because the
+// state would not fit limits.max_state_bytes with it: its name and the
+// size its JSON would have taken.
+type StateSize struct {
+	Name  string `json:"name"`
+	Bytes int64  `json:"bytes"`
 }
 
 // Image is one matplotlib figure left open by a run, rendered to PNG.

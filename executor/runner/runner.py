@@ -330,6 +330,9 @@ def _denied_classes(caps):
         out.append("processes")
     if not caps.get("sockets"):
         out.append("sockets")
+    else:
+        # Families the policy leaves out, for the messages ("sockets.unix").
+        out.extend("sockets." + f for f in _FAMILIES if f not in caps.get("sockets"))
     if not caps.get("pty"):
         out.append("pty")
     if not caps.get("native_code"):
@@ -846,8 +849,10 @@ _CORE = frozenset(("os", "sys", "posix", "builtins", "io", "_io", "abc", "_abc",
 
 def _explain_eperm(e, denied):
     """The policy message for an EPERM that a denied capability class
-    caused in C code (seccomp), or None."""
-    if not denied or not isinstance(e, OSError) or e.errno != errno.EPERM:
+    caused in C code (seccomp), or None. pty.openpty's own error after
+    os.openpty failed ("out of pty devices": it tried the BSD devices
+    next) is one too."""
+    if not denied or not isinstance(e, OSError):
         return None
     text = str(e)
     if "sandbox policy" in text:
@@ -858,7 +863,21 @@ def _explain_eperm(e, denied):
         names.add(tb.tb_frame.f_code.co_name)
         names.add(linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno).strip())
         tb = tb.tb_next
+    if e.errno is None and "pty" in denied and text == "out of pty devices" and "_open_terminal" in names:
+        return _MSG["pty"]
+    if e.errno != errno.EPERM:
+        return None
+    # A socket pair is AF_UNIX: denied with sockets, or with the unix family.
+    pair = None
+    if "sockets" in denied:
+        pair = _MSG["sockets"]
+    elif "sockets.unix" in denied:
+        pair = _socket_msg(_FAMILIES["unix"], [f for f in _FAMILIES if "sockets." + f not in denied])
+    if pair and "_make_self_pipe" in names:
+        return pair + ": an asyncio event loop needs a socket pair to start, so asyncio cannot run here"
     hints = " ".join(names) + " " + text
+    if pair and "sockets" not in denied and "socketpair" in hints:
+        return pair
     # The failing call names the class (the kernel's EPERM does not).
     for cls, words in (("pty", ("openpty", "forkpty", "ptmx")),
                        ("processes", ("fork", "spawn", "Popen", "_execute_child", "execv", "system(")),
@@ -943,10 +962,15 @@ def _error_info(e, cell_name, denied=()):
         if fs.filename == cell_name:
             info["line"] = fs.lineno or 0
     tb = "Traceback (most recent call last):\n" + "".join(traceback.format_list(entries))
-    try:
-        tb += "".join(traceback.format_exception_only(type(e), e))
-    except BaseException:  # noqa: BLE001
-        tb += "%s\n" % type(e).__name__
+    if info["message"] != msg:
+        # A refusal the policy explains: the traceback's last line, what
+        # a reader sees first, says so too, not only the raw OS error.
+        tb += "%s: %s\n" % (type(e).__name__, info["message"])
+    else:
+        try:
+            tb += "".join(traceback.format_exception_only(type(e), e))
+        except BaseException:  # noqa: BLE001
+            tb += "%s\n" % type(e).__name__
     info["traceback"] = tb
     info["message"] = _clip(info["message"])
     info["traceback"] = _clip(info["traceback"])
@@ -974,21 +998,56 @@ def _type_name(v):
     return mod + "." + t.__qualname__
 
 
-def _collect_state(ns, max_bytes):
-    state, dropped, size = {}, [], 2
-    for name, v in list(ns.items()):
-        if name.startswith("_") or isinstance(v, types.ModuleType):
+_JSON_TYPES = (type(None), bool, int, float, str, list, dict)  # tuples do not round-trip
+_MAX_UNRETURNED = 100  # names of globals listed as not returned
+
+
+def _collect_state(ns, max_bytes, names):
+    """The state a transient run returns: the globals named in names (the
+    keys the call sent, then the names it asked for), or every global when
+    names is None ("*"). Returns (state, dropped, too_large, missing,
+    unreturned): values that are not JSON round-trippable are dropped
+    (named with their type); when the state would exceed max_bytes the
+    largest values are left out until the rest fits, each named with its
+    size (of its JSON); names asked for that are not defined are missing; unreturned
+    names the other globals of JSON types, for the caller to ask for."""
+    state, dropped, missing, sizes, values = {}, [], [], {}, {}
+    if names is None:
+        names = [n for n, v in list(ns.items()) if not n.startswith("_") and not isinstance(v, types.ModuleType)]
+    for name in dict.fromkeys(names):
+        if name not in ns:
+            if len(missing) < _MAX_DROPPED:
+                missing.append(name[:256])
             continue
+        v = ns[name]
         enc = _round_trips(v)
         if enc is None:
             if len(dropped) < _MAX_DROPPED:
                 dropped.append({"name": name[:256], "type": _type_name(v)[:256]})
             continue
-        size += len(json.dumps(name, ensure_ascii=False).encode("utf-8")) + 1 + len(enc.encode("utf-8")) + 1
+        n = len(enc.encode("utf-8"))
+        values[name] = n
+        sizes[name] = len(json.dumps(name, ensure_ascii=False).encode("utf-8")) + 1 + n + 1
         state[name] = v
-    if size > max_bytes:
-        raise OverflowError("state out is %d bytes; the maximum is %d bytes (limits.max_state_bytes)" % (size, max_bytes))
-    return state, dropped
+    total = 2 + sum(sizes.values())
+    too_large = []
+    for name in sorted(sizes, key=lambda n: -sizes[n]):
+        if total <= max_bytes:
+            break
+        total -= sizes[name]
+        del state[name]
+        if len(too_large) < _MAX_DROPPED:
+            too_large.append({"name": name[:256], "bytes": values[name]})
+    unreturned = []
+    for name, v in list(ns.items()):
+        if len(unreturned) >= _MAX_UNRETURNED:
+            break
+        if name in sizes or name.startswith("_") or type(v) not in _JSON_TYPES:
+            continue
+        if any(d["name"] == name for d in dropped):
+            continue
+        unreturned.append(name[:256])
+    return state, dropped, too_large, missing, unreturned
 
 
 def _figures(max_images, max_bytes):
@@ -1299,8 +1358,15 @@ def _worker_run(req, denied):
         importlib.invalidate_caches()
     tree = ast.parse(code, filename=cell_name, mode="exec")
     ns = _USER.__dict__
+    state_names = []
     if transient and isinstance(req.get("state"), dict):
         ns.update(req["state"])
+        state_names.extend(req["state"])
+    asked = req.get("state_keys") or ()
+    if "*" in asked:
+        state_names = None
+    else:
+        state_names.extend(str(n) for n in asked)
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body.pop().value)
@@ -1340,10 +1406,7 @@ def _worker_run(req, denied):
                          + b[-half:].decode("utf-8", "replace"))
                 resp["result"] = r
             if transient:
-                try:
-                    state = _collect_state(ns, max_state)
-                except OverflowError as e:
-                    state = e
+                state = _collect_state(ns, max_state, state_names)
     except BaseException as e:  # noqa: BLE001 - a timeout while rendering or collecting
         if exc is None or isinstance(e, (SandboxTimeout, SandboxInterrupt)):
             exc = e
@@ -1374,14 +1437,12 @@ def _worker_run(req, denied):
             resp["status"] = "error"
         if info is not None:
             resp["error"] = info
-    if isinstance(state, OverflowError):
-        if resp["status"] == "ok":
-            resp["status"] = "error"
-        resp["error"] = {"type": "StateTooLarge", "message": str(state), "line": 0, "traceback": ""}
-    elif state is not None:
-        resp["state"], dropped = state
-        if dropped:
-            resp["dropped_state"] = dropped
+    if state is not None:
+        resp["state"], dropped, too_large, missing, unreturned = state
+        for k, v in (("dropped_state", dropped), ("state_too_large", too_large), ("missing_state", missing),
+                     ("unreturned_globals", unreturned)):
+            if v:
+                resp[k] = v
     return resp
 
 
@@ -1546,16 +1607,28 @@ def _clean_reply(raw, nonce, transient, max_out, max_state, max_img, max_images)
         st = r["state"]
         if not isinstance(st, dict):
             raise ValueError("state is not an object")
+        too_large = r.get("state_too_large")
+        too_large = [{"name": str(d.get("name", ""))[:256], "bytes": d["bytes"]} for d in too_large[:_MAX_DROPPED]
+                     if isinstance(d, dict) and type(d.get("bytes")) is int and 0 <= d["bytes"] < 1 << 62] if isinstance(too_large, list) else []
         if len(json.dumps(st, ensure_ascii=False).encode("utf-8", "surrogatepass")) > max_state:
-            out["status"] = "error" if status == "ok" else status
-            out["error"] = {"type": "StateTooLarge", "line": 0, "traceback": "",
-                            "message": "state out exceeds %d bytes (limits.max_state_bytes)" % max_state}
-        else:
-            out["state"] = st
+            # The worker trims the state to its cap; a worker that did not
+            # loses all of it, named, and the run keeps its outcome.
+            too_large = [{"name": str(k)[:256], "bytes": len(json.dumps(v, ensure_ascii=False).encode("utf-8", "surrogatepass"))}
+                         for k, v in list(st.items())[:_MAX_DROPPED]] + too_large
+            st = {}
+        out["state"] = st
+        if too_large:
+            out["state_too_large"] = too_large[:_MAX_DROPPED]
         dropped = r.get("dropped_state")
         if isinstance(dropped, list):
             out["dropped_state"] = [{"name": str(d.get("name", ""))[:256], "type": str(d.get("type", ""))[:256]}
                                     for d in dropped[:_MAX_DROPPED] if isinstance(d, dict)]
+        for k, n in (("missing_state", _MAX_DROPPED), ("unreturned_globals", _MAX_UNRETURNED)):
+            names = r.get(k)
+            if isinstance(names, list):
+                names = [str(x)[:256] for x in names[:n] if isinstance(x, str)]
+                if names:
+                    out[k] = names
     imgs = r.get("images")
     if imgs is not None:
         if not isinstance(imgs, list):
@@ -1579,7 +1652,7 @@ def _clean_reply(raw, nonce, transient, max_out, max_state, max_img, max_images)
 
 def _result_cap(max_out, max_state, max_img, max_images):
     # JSON may escape a character into 6 bytes.
-    return 6 * (max_out + 2 * _MAX_ERROR_TEXT + _MAX_DROPPED * 600) + 6 * max_state + (max_img * 4) // 3 + max_images * 256 + (64 << 10)
+    return 6 * (max_out + 2 * _MAX_ERROR_TEXT + _MAX_DROPPED * 1200 + _MAX_UNRETURNED * 300) + 6 * max_state + (max_img * 4) // 3 + max_images * 256 + (64 << 10)
 
 
 def _worker_key(req):

@@ -21,9 +21,12 @@ type transientArgs struct {
 	Code string `json:"code"`
 	// State is a JSON object of globals; its description names the
 	// argument in backquotes, so it is set in Tools.
-	State    json.RawMessage `json:"state,omitempty"`
-	Timeout  float64         `json:"timeout,omitempty"`
-	Language string          `json:"language,omitempty"`
+	State json.RawMessage `json:"state,omitempty"`
+	// StateKeys names more globals to return; its description names
+	// arguments in backquotes, so it is set in Tools.
+	StateKeys []string `json:"state_keys,omitempty"`
+	Timeout   float64  `json:"timeout,omitempty"`
+	Language  string   `json:"language,omitempty"`
 }
 
 // persistentArgs are execute-persistent's arguments (its input schema).
@@ -50,6 +53,9 @@ type runOut struct {
 	Error           *runError          `json:"error"`
 	State           json.RawMessage    `json:"state,omitempty"`
 	DroppedState    []executor.Dropped `json:"dropped_state" jsonschema:"Globals that are not JSON-serialisable and did not survive."`
+	StateTooLarge   []stateSize        `json:"state_too_large,omitempty" jsonschema:"Globals left out of state because it would exceed limits.max_state_bytes with them (the largest first), with the size of each one's JSON; the run's status is its own, and warnings says the cap."`
+	MissingState    []string           `json:"missing_state,omitempty" jsonschema:"Names sent in state or asked for in state_keys that are not defined after the run."`
+	Unreturned      []string           `json:"unreturned_globals,omitempty" jsonschema:"Other globals of JSON types the run left (up to 100 names) that were not returned: name them in state_keys to get them."`
 	Images          int                `json:"images" jsonschema:"Number of PNG figures returned as image content."`
 	Files           []string           `json:"files" jsonschema:"sandbox:// URIs of files the run created or changed (execute-persistent)."`
 	DiscardedFiles  []string           `json:"discarded_files,omitempty" jsonschema:"Files an execute-transient run wrote into /workspace: they were deleted with its sandbox."`
@@ -64,12 +70,24 @@ type runOut struct {
 	stdout, stderr string
 }
 
-// stateOutDescription and stateInDescription describe the state property
-// (set in Tools: struct tags cannot hold backquotes).
+// stateSize documents executor.StateSize for the output schema.
+type stateSize struct {
+	Name  string `json:"name" jsonschema:"The global's name."`
+	Bytes int64  `json:"bytes" jsonschema:"Size of its value as JSON."`
+}
+
+// stateOutDescription, stateInDescription and stateKeysDescription
+// describe the state properties (set in Tools: struct tags cannot hold
+// backquotes).
 const (
-	stateOutDescription = "JSON-serialisable globals after the run; pass back as `state` to continue (execute-transient)."
-	stateInDescription  = "Variables to define before the code runs, as a JSON object of name to JSON value. Pass the `state` returned by the previous call to continue from it. Only JSON-serialisable values survive; the others are listed in dropped_state. " +
+	stateOutDescription = "The globals named by the keys of `state` and by `state_keys`, as they are after the run, when JSON-serialisable; " +
+		"pass it back as `state` to continue (execute-transient). Empty when the call sent neither."
+	stateInDescription = "Variables to define before the code runs, as a JSON object of name to JSON value; the same names come back in the result's `state` with their values after the run. " +
+		"Pass the `state` returned by the previous call to continue from it. Only JSON-serialisable values survive; the others are listed in dropped_state. " +
 		"Names must be Python identifiers that are not keywords, builtins (list, print, ...) or __dunder__ names."
+	stateKeysDescription = "Names of more globals to return in the result's `state` (besides the keys of `state`), e.g. [\"df_summary\", \"total\"]; [\"*\"] returns every JSON-serialisable global. " +
+		"Without it only the keys of `state` come back, and unreturned_globals lists the others you could ask for. " +
+		"The returned state is capped at limits.max_state_bytes: values that do not fit are left out, largest first, and named in state_too_large with a warning; the run's own result stands."
 )
 
 // sent is o as the tools send it: lists that are empty, never null, as
@@ -111,11 +129,15 @@ func (s *Server) executeTransient(ctx context.Context, req mcp.CallToolRequest, 
 	} else {
 		args.State = nil
 	}
-	return s.execute(ctx, req, ToolExecuteTransient, args.Language, args.Code, args.Timeout, "", args.State)
+	if bad := checkStateNames(args.StateKeys); len(bad) > 0 {
+		msg := "invalid state_keys, nothing was run:\n  " + strings.Join(bad, "\n  ")
+		return toolError(msg, runOut{Status: "invalid", Error: &runError{Type: "InvalidState", Message: strings.Join(bad, "; ")}}.sent()), nil
+	}
+	return s.execute(ctx, req, ToolExecuteTransient, args.Language, args.Code, args.Timeout, "", args.State, args.StateKeys)
 }
 
 func (s *Server) executePersistent(ctx context.Context, req mcp.CallToolRequest, args persistentArgs) (*mcp.CallToolResult, error) {
-	return s.execute(ctx, req, ToolExecutePersistent, args.Language, args.Code, args.Timeout, args.SessionID, nil)
+	return s.execute(ctx, req, ToolExecutePersistent, args.Language, args.Code, args.Timeout, args.SessionID, nil, nil)
 }
 
 // gate runs the static step and the policy for code. It returns either a
@@ -219,16 +241,16 @@ func (s *Server) denied(ctx context.Context, tool string, vs, ws []policy.Violat
 }
 
 // execute judges code and runs it: transient (state is its JSON object of
-// globals, or nil) or, for ToolExecutePersistent, in session sessionID
-// ("" creates one).
-func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, tool, language, code string, timeout float64, sessionID string, state json.RawMessage) (*mcp.CallToolResult, error) {
+// globals, or nil; stateKeys the more globals to return) or, for
+// ToolExecutePersistent, in session sessionID ("" creates one).
+func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, tool, language, code string, timeout float64, sessionID string, state json.RawMessage, stateKeys []string) (*mcp.CallToolResult, error) {
 	persistent := tool == ToolExecutePersistent
 	p := s.principal(ctx)
 	if language == "" {
 		language = "python"
 	}
-	if language == "bash" && state != nil {
-		return toolError("state is for python code only: a bash call takes no state", runOut{Status: "invalid", Error: &runError{Type: "InvalidArgument", Message: "state is for python code only"}}.sent()), nil
+	if language == "bash" && (state != nil || len(stateKeys) > 0) {
+		return toolError("state is for python code only: a bash call takes no state or state_keys", runOut{Status: "invalid", Error: &runError{Type: "InvalidArgument", Message: "state is for python code only"}}.sent()), nil
 	}
 	in := policy.Input{Principal: policyPrincipal(p), LimitsRequested: policy.Limits{Timeout: timeout}, Language: language}
 	if persistent {
@@ -243,12 +265,13 @@ func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, tool, lan
 		return s.failure(tool, sessionID, fmt.Errorf("the sandbox image is not available: %w", err)), nil
 	}
 	ereq := executor.Request{
-		Owner:    p.Sub,
-		Code:     code,
-		Language: language,
-		State:    state,
-		Imports:  facts.Imports,
-		Modules:  executor.ModuleRules{Allowed: dec.Modules.Allowed, Blocked: dec.Modules.Blocked},
+		Owner:     p.Sub,
+		Code:      code,
+		Language:  language,
+		State:     state,
+		StateKeys: stateKeys,
+		Imports:   facts.Imports,
+		Modules:   executor.ModuleRules{Allowed: dec.Modules.Allowed, Blocked: dec.Modules.Blocked},
 		Limits: executor.Limits{
 			Timeout: time.Duration(dec.Limits.Timeout * float64(time.Second)),
 			Memory:  dec.Limits.Memory,
@@ -339,9 +362,24 @@ func (s *Server) render(owner string, res *executor.Result, warnings []policy.Vi
 		StdoutBytes: res.StdoutBytes, StderrBytes: res.StderrBytes,
 		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated,
 		Result: res.Result, State: res.State, DroppedState: res.DroppedState,
+		MissingState: res.MissingState, Unreturned: res.Unreturned,
 		Images: len(res.Images), DurationMS: res.DurationMS, SessionID: res.SessionID, StateLost: res.StateLost,
 		Warnings: warnings,
 	}.sent()
+	if len(res.StateTooLarge) > 0 {
+		parts := make([]string, len(res.StateTooLarge))
+		for i, st := range res.StateTooLarge {
+			out.StateTooLarge = append(out.StateTooLarge, stateSize{Name: st.Name, Bytes: st.Bytes})
+			parts[i] = fmt.Sprintf("%s (%d bytes)", st.Name, st.Bytes)
+		}
+		maxState := int64(s.d.Config().Limits.MaxStateBytes)
+		if maxState <= 0 {
+			maxState = 1 << 20
+		}
+		out.Warnings = append(append([]policy.Violation{}, out.Warnings...), policy.Violation{Rule: "limits.max_state_bytes",
+			Msg: fmt.Sprintf("not returned in state, too large: %s; the returned state is capped at %d bytes (limits.max_state_bytes). "+
+				"The run itself is not affected: keep large data in a file, return a summary, or use execute-persistent", strings.Join(parts, ", "), maxState)})
+	}
 	if out.StdoutBytes == 0 {
 		out.StdoutBytes = int64(len(res.Stdout))
 	}
@@ -409,7 +447,13 @@ func text(o runOut) string {
 	case "timeout":
 		fmt.Fprintf(&b, "timeout: the code ran past its time limit and was stopped (%.0f ms)\n", o.DurationMS)
 	case "oom":
-		b.WriteString("oom: the code ran out of memory and was stopped\n")
+		// The message names the memory limit and how it is raised: shown
+		// here, since a MemoryError's traceback would hide it below.
+		if o.Error != nil && o.Error.Message != "" {
+			b.WriteString("oom: " + o.Error.Message + "\n")
+		} else {
+			b.WriteString("oom: the code ran out of memory and was stopped\n")
+		}
 	case "killed":
 		b.WriteString("killed: the sandbox was stopped\n")
 	case "refused":
@@ -448,9 +492,11 @@ func text(o runOut) string {
 		b.WriteString("result: " + *o.Result + "\n")
 	}
 	if o.Error != nil {
-		if o.Error.Traceback != "" {
+		switch {
+		case o.Error.Traceback != "":
 			b.WriteString(strings.TrimRight(o.Error.Traceback, "\n") + "\n")
-		} else {
+		case o.Status == "oom": // the first line says it
+		default:
 			fmt.Fprintf(&b, "%s: %s\n", o.Error.Type, o.Error.Message)
 		}
 	}
@@ -460,6 +506,12 @@ func text(o runOut) string {
 			parts[i] = d.Name + " (" + d.Type + ")"
 		}
 		b.WriteString("not kept in state (not JSON-serialisable): " + strings.Join(parts, ", ") + "\n")
+	}
+	if len(o.MissingState) > 0 {
+		b.WriteString("not defined after the run, so not in state: " + strings.Join(o.MissingState, ", ") + "\n")
+	}
+	if len(o.Unreturned) > 0 {
+		b.WriteString("globals not returned as state (name them in state_keys to get them): " + strings.Join(o.Unreturned, ", ") + "\n")
 	}
 	if o.Images > 0 {
 		fmt.Fprintf(&b, "%d figure(s) attached\n", o.Images)
@@ -477,6 +529,10 @@ func text(o runOut) string {
 		}
 	}
 	for _, w := range o.Warnings {
+		if w.Line == 0 {
+			fmt.Fprintf(&b, "warning: %s: %s\n", w.Rule, w.Msg)
+			continue
+		}
 		fmt.Fprintf(&b, "warning: line %d: %s: %s\n", w.Line, w.Rule, w.Msg)
 	}
 	if o.SessionID != "" {

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"unicode"
+
+	"github.com/python-docker-mcp/python-docker-mcp/executor"
 )
 
 // pythonKeywords are Python 3.13's hard keywords: not usable as names.
@@ -84,4 +86,21 @@ func suggestIdentifier(k string) string {
 		return "value"
 	}
 	return b.String()
+}
+
+// checkStateNames says what is wrong with the names of a transient call's
+// state_keys, one sentence per bad name (nil when all are usable): each is
+// a Python identifier, or "*" for every global; at most
+// executor.MaxStateKeys of them.
+func checkStateNames(names []string) []string {
+	if len(names) > executor.MaxStateKeys {
+		return []string{fmt.Sprintf("state_keys has %d names; the maximum is %d (use [\"*\"] for every global)", len(names), executor.MaxStateKeys)}
+	}
+	var out []string
+	for _, k := range names {
+		if k != "*" && (!isIdentifier(k) || len(k) > 256) {
+			out = append(out, fmt.Sprintf("state_keys name %q is not a Python identifier (or \"*\" for every global)", k))
+		}
+	}
+	return out
 }

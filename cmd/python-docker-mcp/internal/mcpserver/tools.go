@@ -149,7 +149,7 @@ var toolDefs = []toolDef{
 		name: ToolExecuteTransient, title: "Run Python (fresh sandbox)", scope: scopeExecute,
 		description: func(cfg config.Config) string {
 			return "Run Python code in a fresh, single-use sandbox (no network, read-only system, memory/CPU/time limits). " +
-				"Nothing persists between calls except the JSON `state` you pass in and get back. " +
+				"Nothing persists between calls except the JSON `state` you pass in: its keys come back with their values after the run, plus the globals you name in `state_keys` ([\"*\"] for all), within limits.max_state_bytes (what does not fit is left out with a warning; the run's result stands). " +
 				"Use execute-persistent when you need variables, imports or files to live across calls; files written here are deleted with the sandbox. " +
 				outputNote(cfg)
 		},
@@ -158,6 +158,7 @@ var toolDefs = []toolDef{
 			codeSchemas(cfg, in)
 			in.Properties["state"].AdditionalProperties = &jsonschema.Schema{}
 			in.Properties["state"].Description = stateInDescription
+			in.Properties["state_keys"].Description = stateKeysDescription
 			return in, runOutSchema()
 		},
 		handler: func(s *Server) server.ToolHandlerFunc { return mcp.NewTypedToolHandler(s.executeTransient) },

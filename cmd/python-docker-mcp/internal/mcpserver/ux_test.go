@@ -31,7 +31,7 @@ func TestArgumentErrorsAreSentences(t *testing.T) {
 		{"timeout as a string", ToolExecutePersistent, map[string]any{"code": "1", "timeout": "5"},
 			[]string{"argument `timeout` is the string \"5\", but it must be a number"}},
 		{"unknown argument", ToolExecuteTransient, map[string]any{"code": "1", "sesion_id": "x"},
-			[]string{"unknown argument `sesion_id`: execute-transient takes only code, language, state, timeout"}},
+			[]string{"unknown argument `sesion_id`: execute-transient takes only code, language, state, state_keys, timeout"}},
 		{"bad enum", ToolWriteFile, map[string]any{"session_id": "s1", "path": "a", "content": "x", "encoding": "hex"},
 			[]string{"argument `encoding` is the string \"hex\"; allowed values: the string \"text\", the string \"base64\""}},
 		{"two problems", ToolReadFile, map[string]any{"path": 1},
@@ -88,6 +88,15 @@ func TestStateKeysRefused(t *testing.T) {
 	res = h.call(t, ToolExecuteTransient, map[string]any{"code": "x", "state": map[string]any{"x": 1, "données": 2, "_private": 3}})
 	if res.IsError {
 		t.Errorf("good keys refused: %q", textOf(res))
+	}
+	// Names asked for are identifiers, or "*"; they reach the executor.
+	res = h.call(t, ToolExecuteTransient, map[string]any{"code": "1", "state_keys": []string{"a-b", "ok"}})
+	if got := textOf(res); !res.IsError || structuredOf(t, res)["status"] != "invalid" || !strings.Contains(got, `state_keys name "a-b" is not a Python identifier`) {
+		t.Errorf("state_keys [a-b ok]: %q, want status invalid naming a-b", got)
+	}
+	res = h.call(t, ToolExecuteTransient, map[string]any{"code": "1", "state_keys": []string{"*", "total"}})
+	if n := len(h.exec.requests); res.IsError || n != 2 || strings.Join(h.exec.requests[n-1].StateKeys, ",") != "*,total" {
+		t.Errorf("state_keys [* total]: %q, want them passed to the executor", textOf(res))
 	}
 }
 
