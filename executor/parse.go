@@ -25,10 +25,10 @@ func (e *Executor) Parse(ctx context.Context, req Request) (*SyntaxError, error)
 	if err != nil {
 		return nil, err
 	}
-	sb := e.pool.take(lim, nil)
+	sb := e.pool().take(lim, nil)
 	if sb == nil {
-		if e.pool.fits(lim) {
-			sb, err = e.pool.coldStart(ctx, nil, func(sctx context.Context) (*sandbox, error) {
+		if e.pool().fits(lim) {
+			sb, err = e.pool().coldStart(ctx, nil, func(sctx context.Context) (*sandbox, error) {
 				return e.startWithin(sctx, sandboxMeta{Kind: KindTransient}, lim, lim.Timeout)
 			})
 		} else {

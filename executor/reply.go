@@ -30,30 +30,36 @@ const (
 	listReplyLimit = jsonGrowth*(2<<20) + replySlack
 )
 
-func (e *Executor) stateCap() int64 {
-	if v := int64(e.cfg.Limits.MaxStateBytes); v > 0 {
+func (c *Config) stateCap() int64 {
+	if v := int64(c.Limits.MaxStateBytes); v > 0 {
 		return v
 	}
 	return 1 << 20
 }
 
-func (e *Executor) imageCap() int64 {
-	if v := int64(e.cfg.Limits.MaxImageBytes); v > 0 {
+func (e *Executor) stateCap() int64 { return e.config().stateCap() }
+
+func (c *Config) imageCap() int64 {
+	if v := int64(c.Limits.MaxImageBytes); v > 0 {
 		return v
 	}
 	return 4 << 20
 }
+
+func (e *Executor) imageCap() int64 { return e.config().imageCap() }
 
 // runReplyLimit is the largest run reply the server reads: the sum of the
 // configured caps (stdout, stderr and the result at the retained output
 // cap, the error text, dropped-state names, the files list, as JSON), the
 // state cap, the images as base64, and slack. A reply announcing more
 // kills the sandbox before any of it is read.
-func (e *Executor) runReplyLimit() int64 {
-	out := e.retainCap()
+func (c *Config) runReplyLimit() int64 {
+	out := c.retainCap()
 	text := 3*(out+truncationSlack) + 2*maxErrorText + maxDropped*600 + maxFilesBytes + maxFiles*8
-	return jsonGrowth*text + jsonGrowth*e.stateCap() + e.imageCap()*4/3 + maxImages*256 + replySlack
+	return jsonGrowth*text + jsonGrowth*c.stateCap() + c.imageCap()*4/3 + maxImages*256 + replySlack
 }
+
+func (e *Executor) runReplyLimit() int64 { return e.config().runReplyLimit() }
 
 // readReplyLimit caps a read answer: the file as base64.
 func (e *Executor) readReplyLimit() int64 {
@@ -86,8 +92,8 @@ func clipText(s string, max int64) (string, bool) {
 // Streams are kept up to the retained cap (outputs.max_stream_bytes): the
 // run's result cuts them for display and keeps the rest as a resource. A
 // final expression's repr is shown whole, so it is cut at the output cap.
-func (e *Executor) capResult(r *runnerResponse, transient bool) {
-	stream := e.retainCap()
+func (c *Config) capResult(r *runnerResponse, transient bool) {
+	stream := c.retainCap()
 	var cut bool
 	if r.Stdout, cut = clipText(r.Stdout, stream); cut {
 		r.StdoutTruncated = true
@@ -96,7 +102,7 @@ func (e *Executor) capResult(r *runnerResponse, transient bool) {
 		r.StderrTruncated = true
 	}
 	if r.Result != nil {
-		s, _ := clipText(*r.Result, e.outputCap())
+		s, _ := clipText(*r.Result, c.outputCap())
 		r.Result = &s
 	}
 	if r.Error != nil {
@@ -117,12 +123,12 @@ func (e *Executor) capResult(r *runnerResponse, transient bool) {
 	if st := bytes.TrimSpace(r.State); len(st) > 0 && !bytes.Equal(st, []byte("null")) {
 		if st[0] != '{' {
 			r.State = nil
-		} else if int64(len(st)) > e.stateCap()+truncationSlack {
+		} else if int64(len(st)) > c.stateCap()+truncationSlack {
 			r.State = nil
 			if r.Status == "ok" {
 				r.Status = "error"
 			}
-			r.Error = &RunError{Type: "StateTooLarge", Message: fmt.Sprintf("state out is %d bytes; the maximum is %d bytes (limits.max_state_bytes)", len(st), e.stateCap())}
+			r.Error = &RunError{Type: "StateTooLarge", Message: fmt.Sprintf("state out is %d bytes; the maximum is %d bytes (limits.max_state_bytes)", len(st), c.stateCap())}
 		}
 	}
 	if len(r.DroppedState) > maxDropped {
@@ -135,7 +141,7 @@ func (e *Executor) capResult(r *runnerResponse, transient bool) {
 	var kept []Image
 	var total int64
 	for _, im := range r.Images {
-		if len(kept) >= maxImages || total+int64(len(im.PNG)) > e.imageCap() {
+		if len(kept) >= maxImages || total+int64(len(im.PNG)) > c.imageCap() {
 			continue
 		}
 		total += int64(len(im.PNG))
@@ -153,3 +159,5 @@ func (e *Executor) capResult(r *runnerResponse, transient bool) {
 	}
 	r.Files = files
 }
+
+func (e *Executor) capResult(r *runnerResponse, transient bool) { e.config().capResult(r, transient) }
