@@ -115,6 +115,16 @@ var Reloads = map[string]Reload{
 	"log.format":              Restart,
 }
 
+func (r Reload) String() string {
+	switch r {
+	case Live:
+		return "reload"
+	case Restart:
+		return "restart"
+	}
+	return "unclassified"
+}
+
 // ReloadOf is how a change to key takes effect: Reloads[key], or Restart
 // for a key not classified.
 func ReloadOf(key string) Reload {

@@ -1,6 +1,9 @@
 package config
 
 import (
+	"os"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,5 +75,53 @@ func TestSplit(t *testing.T) {
 func TestReloadOfUnclassifiedIsRestart(t *testing.T) {
 	if got := ReloadOf("no.such.key"); got != Restart {
 		t.Errorf("ReloadOf(unknown) = %v, want Restart", got)
+	}
+}
+
+// TestReadmeReloadTable: the README's table of what a reload applies says
+// what Reloads says, for every key.
+func TestReadmeReloadTable(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := map[string]Reload{}
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if line == "| keys | on reload |" {
+			in = true
+			continue
+		}
+		if in && !strings.HasPrefix(line, "|") {
+			break
+		}
+		cells := strings.Split(line, "|")
+		if !in || len(cells) < 3 || strings.HasPrefix(cells[1], " ---") {
+			continue
+		}
+		class := Live
+		if strings.HasPrefix(strings.TrimSpace(cells[2]), "restart") {
+			class = Restart
+		}
+		for _, m := range regexp.MustCompile("`([a-z_.*]+)`").FindAllStringSubmatch(cells[1], -1) {
+			pat := m[1]
+			for _, k := range Keys() {
+				if k == pat || strings.HasSuffix(pat, ".*") && strings.HasPrefix(k, strings.TrimSuffix(pat, "*")) {
+					doc[k] = class
+				}
+			}
+		}
+	}
+	if len(doc) == 0 {
+		t.Fatal("no reload table in README.md")
+	}
+	for _, k := range Keys() {
+		got, ok := doc[k]
+		switch {
+		case !ok:
+			t.Errorf("README's reload table does not name %s", k)
+		case got != ReloadOf(k):
+			t.Errorf("README's reload table says %s is %v, config.Reloads says %v", k, got, ReloadOf(k))
+		}
 	}
 }
