@@ -556,16 +556,17 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 	// An owner who installed packages needs a sandbox that mounts their
 	// package volume: pooled sandboxes have no owner, so it starts cold.
 	pkgs := e.ownerPackageVolume(req.Owner)
+	pl := e.pool() // one pool for the call, whatever a reload does meanwhile
 	var sb *sandbox
 	if pkgs == "" {
-		sb = e.pool().take(lim, preloadable(req.Imports))
+		sb = pl.take(lim, preloadable(req.Imports))
 	}
 	if sb == nil {
 		req.progress("starting a sandbox")
-		if pkgs == "" && e.pool().fits(lim) {
+		if pkgs == "" && pl.fits(lim) {
 			// Cold, no preload, raced against the pool's refills; the loser
 			// joins the pool, so it carries no owner label.
-			sb, err = e.pool().coldStart(ctx, preloadable(req.Imports), func(sctx context.Context) (*sandbox, error) {
+			sb, err = pl.coldStart(ctx, preloadable(req.Imports), func(sctx context.Context) (*sandbox, error) {
 				return e.startWithin(sctx, sandboxMeta{Kind: KindTransient}, lim, lim.Timeout)
 			})
 		} else {

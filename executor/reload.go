@@ -60,9 +60,10 @@ func (e *Executor) startPools(cfg Config) *poolSet {
 }
 
 // retire stops a replaced set's upkeep and removes its idle sandboxes,
-// once the creations it had under way have ended and the calls racing a
-// cold start against its refills are served (those end within
-// startupTimeout). Calls that took one of its sandboxes keep it.
+// and for startupTimeout more those that join it late: creations it had
+// under way, and cold starts that lost their race to a refill (they end
+// within startupTimeout). Calls that took one of its sandboxes keep it.
+// Close ends the wait (it removes every sandbox).
 func (e *Executor) retire(ps *poolSet) {
 	ps.close()
 	for _, p := range []*pool{ps.t, ps.s} {
@@ -72,20 +73,24 @@ func (e *Executor) retire(ps *poolSet) {
 		e.bg.Add(1)
 		go func() {
 			defer e.bg.Done()
-			deadline := time.Now().Add(startupTimeout + time.Second)
+			t := time.NewTicker(500 * time.Millisecond)
+			defer t.Stop()
+			end := time.After(startupTimeout + time.Second)
 			for {
 				p.mu.Lock()
-				busy := len(p.inflight) > 0 || len(p.waiters) > 0
 				idle := p.idle
 				p.idle = nil
 				p.mu.Unlock()
 				for _, it := range idle {
 					e.destroy(it.sb)
 				}
-				if !busy || time.Now().After(deadline) {
+				select {
+				case <-e.stop:
 					return
+				case <-end:
+					return
+				case <-t.C:
 				}
-				time.Sleep(100 * time.Millisecond)
 			}
 		}()
 	}
