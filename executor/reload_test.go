@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
+
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 )
 
@@ -153,5 +155,51 @@ func TestFakeReloadRefusesRestartKeys(t *testing.T) {
 	}
 	if got := e.config().Docker.Timeout.D(); got != 30*time.Second {
 		t.Errorf("a refused reload applied docker.timeout = %v", got)
+	}
+}
+
+// TestPoolFollowsReload (real Docker): a lowered docker.memory_limit
+// replaces the warm sandboxes with ones of the new limit, and a call
+// without limits of its own is served from the pool and runs under it.
+func TestPoolFollowsReload(t *testing.T) {
+	e, cli := poolExec(t, 1)
+	reloaded(t, e, func(c *Config) { c.Docker.MemoryLimit = 256 << 20 })
+	ctx := tctx(t, 2*time.Minute)
+	memories := func() []int64 {
+		f := make(client.Filters).Add("label", LabelInstance+"="+e.instance)
+		l, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int64
+		for _, c := range l.Items {
+			if c.Labels[LabelKind] != KindTransient && c.Labels[LabelKind] != KindPersistent {
+				continue // network namespace holders
+			}
+			in, err := cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
+			if err != nil {
+				continue // removed meanwhile
+			}
+			out = append(out, in.Container.HostConfig.Memory)
+		}
+		return out
+	}
+	eventually(t, "the warm sandboxes are all of 256 MiB", func() bool {
+		m := memories()
+		for _, v := range m {
+			if v != 256<<20 {
+				return false
+			}
+		}
+		return len(m) == 2 && e.pool().idleCount() == 1
+	})
+	before := e.pool().hits.Load()
+	res := transient(t, e, Request{Code: "int(open('/sys/fs/cgroup/memory/memory.limit_in_bytes').read())"})
+	wantStatus(t, res, "ok")
+	if res.Result == nil || *res.Result != "268435456" {
+		t.Errorf("memory limit seen inside after the reload = %v, want 268435456", res.Result)
+	}
+	if e.pool().hits.Load() != before+1 {
+		t.Error("a call without limits after the reload was not served from the pool")
 	}
 }
