@@ -191,15 +191,16 @@ type Executor struct {
 	unremoved map[string]bool
 	stop      chan struct{}
 	done      chan struct{}
-	pools     atomic.Pointer[poolSet] // the warm pools of the configuration in force
-	reloadMu  sync.Mutex              // serialises Reload
-	netns     netHolders              // network namespaces that sandboxes lease
-	bg        sync.WaitGroup          // pool upkeep, creations, background removals
-	calls     atomic.Int64            // runs in progress
-	armed     atomic.Int64            // runs whose worker had installed their guard ahead (a pooled spare)
-	counts    startCounters           // for Stats
-	runner    runnerCodes             // the runner's compiled code, handed to new sandboxes
-	tree      treeState               // the interpreter tree volume Docker sandboxes mount
+	netns     netHolders     // network namespaces that sandboxes lease
+	bg        sync.WaitGroup // pool upkeep, creations, background removals
+	calls     atomic.Int64   // runs in progress
+	armed     atomic.Int64   // runs whose worker had installed their guard ahead (a pooled spare)
+	counts    startCounters  // for Stats
+	runner    runnerCodes    // the runner's compiled code, handed to new sandboxes
+	tree      treeState      // the interpreter tree volume Docker sandboxes mount
+
+	pools    atomic.Pointer[poolSet] // the warm pools of the configuration in force
+	reloadMu sync.Mutex              // serialises Reload
 }
 
 // liveInstances are the executors of this process that are not closed: the
