@@ -130,7 +130,7 @@ func (e *Executor) MeasureEmpty(ctx context.Context, cpu func() time.Duration) (
 	select {
 	case res := <-wait.Result:
 		if res.StatusCode != 0 {
-			return nil, fmt.Errorf("empty container: %q exited with status %d, want 0: the image %s needs it on its PATH", strings.Join(EmptyCommand, " "), res.StatusCode, e.cfg.Docker.Image)
+			return nil, fmt.Errorf("empty container: %q exited with status %d, want 0: the image %s needs it on its PATH", strings.Join(EmptyCommand, " "), res.StatusCode, e.config().Docker.Image)
 		}
 	case err := <-wait.Error:
 		return nil, e.dockerErr("wait for an empty container", err)
@@ -161,12 +161,12 @@ func (e *Executor) createMeasured(ctx context.Context, cpu func() time.Duration,
 	if e.docker == nil {
 		return nil, errors.New("measuring a sandbox's phases needs the docker backend")
 	}
-	lim, err := resolveLimits(e.cfg.Docker, Limits{})
+	lim, err := resolveLimits(e.config().Docker, Limits{})
 	if err != nil {
 		return nil, err
 	}
 	meta := sandboxMeta{Kind: KindTransient, Instance: e.instance, PID: e.pid, Host: e.host, Created: time.Now()}
-	spec := sandboxSpec(e.cfg.Docker, lim, meta)
+	spec := sandboxSpec(e.config().Docker, lim, meta)
 	e.tree.vol.Load().mountIn(&spec)
 	if edit != nil {
 		edit(&spec)

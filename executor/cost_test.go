@@ -74,7 +74,7 @@ func TestMeasureEmptyFails(t *testing.T) {
 	EmptyCommand = []string{"false"}
 	t.Cleanup(func() { EmptyCommand = saved })
 	_, err := e.MeasureEmpty(tctx(t, time.Minute), (&countingCPU{}).read)
-	if err == nil || !strings.Contains(err.Error(), `"false" exited with status 1`) || !strings.Contains(err.Error(), e.cfg.Docker.Image) {
+	if err == nil || !strings.Contains(err.Error(), `"false" exited with status 1`) || !strings.Contains(err.Error(), e.config().Docker.Image) {
 		t.Errorf("MeasureEmpty of `false`: %v; want an error naming the command, its status and the image", err)
 	}
 	if n := ourContainers(t, cli, LabelInstance+"="+e.instance); n != 0 {

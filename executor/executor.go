@@ -181,7 +181,9 @@ type (
 // Executor runs code in sandboxes. Create it with New; Close removes every
 // sandbox it started.
 type Executor struct {
-	cfg Config
+	// cfg is the configuration in force (see Reload); a call reads it
+	// once, when it begins.
+	cfg atomic.Pointer[Config]
 	be  backend.Backend
 	// docker is the Docker client for what only Docker has (package
 	// volumes, installers, the server's own container); nil on other
@@ -210,8 +212,6 @@ type Executor struct {
 	unremoved map[string]bool
 	stop      chan struct{}
 	done      chan struct{}
-	pool      *pool          // transient sandboxes
-	spool     *pool          // sandboxes for new sessions
 	netns     netHolders     // network namespaces that sandboxes lease
 	bg        sync.WaitGroup // pool upkeep, creations, background removals
 	calls     atomic.Int64   // runs in progress
@@ -219,6 +219,9 @@ type Executor struct {
 	counts    startCounters  // for Stats
 	runner    runnerCodes    // the runner's compiled code, handed to new sandboxes
 	tree      treeState      // the interpreter tree volume Docker sandboxes mount
+
+	pools    atomic.Pointer[poolSet] // the warm pools of the configuration in force
+	reloadMu sync.Mutex              // serialises Reload
 }
 
 // liveInstances are the executors of this process that are not closed: the
@@ -270,7 +273,6 @@ func checkConfig(cfg Config) error {
 func newExecutor(ctx context.Context, cfg Config, b backend.Backend, cli dockerAPI, log *slog.Logger) (*Executor, error) {
 	host, _ := os.Hostname()
 	e := &Executor{
-		cfg:       cfg,
 		be:        b,
 		docker:    cli,
 		log:       log,
@@ -285,6 +287,7 @@ func newExecutor(ctx context.Context, cfg Config, b backend.Backend, cli dockerA
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
+	e.cfg.Store(&cfg)
 	e.self = selfIdentity(ctx, cli)
 	if l, ok := b.(backend.Liveness); ok {
 		release, err := l.Hold(ctx, e.instance)
@@ -315,17 +318,7 @@ func newExecutor(ctx context.Context, cfg Config, b backend.Backend, cli dockerA
 			e.sweepOrphans()
 		}()
 	}
-	e.pool = newPool(e, cfg.Pool, KindTransient, cfg.Pool.Size)
-	e.spool = newPool(e, cfg.Pool, KindPersistent, min(cfg.Pool.Size, 1))
-	for _, p := range []*pool{e.pool, e.spool} {
-		if p != nil {
-			e.bg.Add(1)
-			go func() {
-				defer e.bg.Done()
-				p.run(e.stop)
-			}()
-		}
-	}
+	e.pools.Store(e.startPools(cfg))
 	return e, nil
 }
 
@@ -511,11 +504,11 @@ func (e *Executor) dropLiveness(ctx context.Context) {
 
 // prepare validates a request and resolves its limits.
 func (e *Executor) prepare(req Request, transient bool) (Limits, error) {
-	lim, err := resolveLimits(e.cfg.Docker, req.Limits)
+	lim, err := resolveLimits(e.config().Docker, req.Limits)
 	if err != nil {
 		return Limits{}, err
 	}
-	if max := int64(e.cfg.Limits.MaxCodeBytes); max > 0 && int64(len(req.Code)) > max {
+	if max := int64(e.config().Limits.MaxCodeBytes); max > 0 && int64(len(req.Code)) > max {
 		return Limits{}, fmt.Errorf("%w: code is %d bytes; the maximum is %d bytes (limits.max_code_bytes)", ErrLimitExceeded, len(req.Code), max)
 	}
 	switch req.Language {
@@ -550,7 +543,7 @@ func (e *Executor) prepare(req Request, transient bool) (Limits, error) {
 		if !transient {
 			return Limits{}, fmt.Errorf("%w: state is only for transient runs; a persistent session keeps its own globals", ErrInvalidRequest)
 		}
-		if max := int64(e.cfg.Limits.MaxStateBytes); max > 0 && int64(len(req.State)) > max {
+		if max := int64(e.config().Limits.MaxStateBytes); max > 0 && int64(len(req.State)) > max {
 			return Limits{}, fmt.Errorf("%w: state is %d bytes; the maximum is %d bytes (limits.max_state_bytes)", ErrLimitExceeded, len(req.State), max)
 		}
 		trimmed := bytes.TrimSpace(req.State)
@@ -561,19 +554,21 @@ func (e *Executor) prepare(req Request, transient bool) (Limits, error) {
 	return lim, nil
 }
 
-func (e *Executor) outputCap() int64 {
-	if v := int64(e.cfg.Limits.MaxOutputBytes); v > 0 {
+func (c *Config) outputCap() int64 {
+	if v := int64(c.Limits.MaxOutputBytes); v > 0 {
 		return v
 	}
 	return 1 << 20
 }
+
+func (e *Executor) outputCap() int64 { return e.config().outputCap() }
 
 // modules are the rules the import guard gets: the request's as they are
 // (the decision merged the configuration's), the configuration's when the
 // request carries none.
 func (e *Executor) modules(m ModuleRules) ModuleRules {
 	if m.Allowed == nil && m.Blocked == nil {
-		m = ModuleRules{Allowed: e.cfg.AllowedModules, Blocked: e.cfg.BlockedModules}
+		m = ModuleRules{Allowed: e.config().AllowedModules, Blocked: e.config().BlockedModules}
 	}
 	if m.Allowed == nil {
 		m.Allowed = []string{}
@@ -599,16 +594,17 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 	// An owner who installed packages needs a sandbox that mounts their
 	// package volume: pooled sandboxes have no owner, so it starts cold.
 	pkgs := e.ownerPackageVolume(req.Owner)
+	pl := e.pool() // one pool for the call, whatever a reload does meanwhile
 	var sb *sandbox
 	if pkgs == "" {
-		sb = e.pool.take(lim, preloadable(req.Imports), req.Owner)
+		sb = pl.take(lim, preloadable(req.Imports), req.Owner)
 	}
 	if sb == nil {
 		req.progress("starting a sandbox")
-		if pkgs == "" && e.pool.fits(lim) {
+		if pkgs == "" && pl.fits(lim) {
 			// Cold, no preload, raced against the pool's refills; the loser
 			// joins the pool, so it carries no owner label.
-			sb, err = e.pool.coldStart(ctx, preloadable(req.Imports), req.Owner, func(sctx context.Context) (*sandbox, error) {
+			sb, err = pl.coldStart(ctx, preloadable(req.Imports), req.Owner, func(sctx context.Context) (*sandbox, error) {
 				return e.startWithin(sctx, sandboxMeta{Kind: KindTransient}, lim, lim.Timeout)
 			})
 		} else {
@@ -633,7 +629,7 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 // exit (its processes end with it) and the container is removed in the
 // background; Close waits for those removals.
 func (e *Executor) finish(sb *sandbox) {
-	defer e.pool.answered(sb) // the pool's refill may start now
+	defer e.pool().answered(sb) // the pool's refill may start now
 	if sb.dead.Load() {
 		return
 	}
@@ -661,20 +657,21 @@ func (e *Executor) bgAdd() bool {
 
 // run sends one run request to a started sandbox.
 func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits, transient bool) (*Result, error) {
+	c := e.config() // the caps this call is sent and answered with
 	e.calls.Add(1)
 	defer func() {
 		e.calls.Add(-1)
-		e.pool.signal()
-		e.spool.signal()
+		e.pool().signal()
+		e.spool().signal()
 	}()
 	imports := req.Imports
 	if imports == nil {
 		imports = []analyze.Import{}
 	}
 	g := &guard{Capabilities: req.Capabilities, Modules: e.modules(req.Modules)}
-	p := e.spool
+	p := e.spool()
 	if transient {
-		p = e.pool
+		p = e.pool()
 	}
 	if p != nil {
 		p.guard.Store(g) // the next pooled sandboxes' workers install it early
@@ -688,9 +685,9 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 		"capabilities": req.Capabilities,
 		"limits": map[string]any{
 			"timeout_ms":       lim.Timeout.Milliseconds(),
-			"max_output_bytes": e.retainCap(),
-			"max_state_bytes":  e.stateCap(),
-			"max_image_bytes":  e.imageCap(),
+			"max_output_bytes": c.retainCap(),
+			"max_state_bytes":  c.stateCap(),
+			"max_image_bytes":  c.imageCap(),
 			"max_images":       maxImages,
 			"grace_ms":         runnerGrace.Milliseconds(),
 		},
@@ -706,7 +703,7 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 	}
 	req.progress("running")
 	t0 := time.Now()
-	resp, fail, err := e.roundTrip(ctx, sb, frame, lim.Timeout+interruptGrace, !transient, e.runReplyLimit())
+	resp, fail, err := e.roundTrip(ctx, sb, frame, lim.Timeout+interruptGrace, !transient, c.runReplyLimit())
 	if err != nil {
 		return nil, fmt.Errorf("run cancelled: %w", err)
 	}
@@ -726,7 +723,7 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 	if resp.Armed {
 		e.armed.Add(1)
 	}
-	e.capResult(resp, transient)
+	c.capResult(resp, transient)
 	res := &Result{
 		Status:        resp.Status,
 		Result:        resp.Result,
@@ -741,8 +738,8 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 		StateLost:     !transient && resp.StateLost,
 	}
 	explainOOM(res, sb.lim.Memory)
-	res.Stdout, res.StdoutTruncated, res.StdoutFull, res.StdoutBytes = displayStream(resp.Stdout, resp.StdoutTruncated, e.outputCap())
-	res.Stderr, res.StderrTruncated, res.StderrFull, res.StderrBytes = displayStream(resp.Stderr, resp.StderrTruncated, e.outputCap())
+	res.Stdout, res.StdoutTruncated, res.StdoutFull, res.StdoutBytes = displayStream(resp.Stdout, resp.StdoutTruncated, c.outputCap())
+	res.Stderr, res.StderrTruncated, res.StderrFull, res.StderrBytes = displayStream(resp.Stderr, resp.StderrTruncated, c.outputCap())
 	if transient && len(resp.State) > 0 && !bytes.Equal(resp.State, []byte("null")) {
 		res.State = resp.State
 	}

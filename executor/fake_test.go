@@ -435,7 +435,7 @@ func gatedPool(t *testing.T) (e *Executor, fb *fake.Backend, gate func() chan st
 	e = newFakeOn(t, fb, func(c *config.Config) {
 		c.Pool = config.Pool{Enabled: true, Size: 1, MaxSize: 1, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 1}
 	})
-	eventually(t, "the pool fills", func() bool { return e.pool.idleCount() == 1 })
+	eventually(t, "the pool fills", func() bool { return e.pool().idleCount() == 1 })
 	gate = func() chan struct{} {
 		g := make(chan struct{})
 		next.Store(&g)
@@ -452,9 +452,9 @@ func emptyPool(t *testing.T, ctx context.Context, e *Executor) {
 		t.Fatalf("first call: %+v, %v", res, err)
 	}
 	eventually(t, "the refill is under way", func() bool {
-		e.pool.mu.Lock()
-		defer e.pool.mu.Unlock()
-		return len(e.pool.inflight) == 1
+		e.pool().mu.Lock()
+		defer e.pool().mu.Unlock()
+		return len(e.pool().inflight) == 1
 	})
 }
 
@@ -478,13 +478,13 @@ func TestFakeMissWaitsForNearRefill(t *testing.T) {
 	e, _, gate := gatedPool(t)
 	ctx := tctx(t, time.Minute)
 	release := gate()
-	setTook(e.pool, time.Second, time.Hour) // a refill is due well before a cold start
+	setTook(e.pool(), time.Second, time.Hour) // a refill is due well before a cold start
 	emptyPool(t, ctx, e)
 	go func() { time.Sleep(200 * time.Millisecond); close(release) }()
 	if res, err := e.Transient(ctx, Request{Code: "print 2"}); err != nil || res.Stdout != "2\n" {
 		t.Fatalf("second call: %+v, %v", res, err)
 	}
-	if got := coldTook(e.pool); got != time.Hour {
+	if got := coldTook(e.pool()); got != time.Hour {
 		t.Errorf("a cold start ran (its time %s was learned): the call should have taken the refill", got)
 	}
 }
@@ -509,12 +509,12 @@ func TestFakeMissStartsColdWhileRefillStuck(t *testing.T) {
 			ctx := tctx(t, time.Minute)
 			release := gate()
 			defer close(release)
-			setTook(e.pool, tc.refill, tc.cold)
+			setTook(e.pool(), tc.refill, tc.cold)
 			emptyPool(t, ctx, e)
 			if res, err := e.Transient(ctx, tc.req); err != nil || res.Stdout != "2\n" {
 				t.Fatalf("second call: %+v, %v", res, err)
 			}
-			if got := coldTook(e.pool); got == tc.cold {
+			if got := coldTook(e.pool()); got == tc.cold {
 				t.Error("the call was served while the refill was stuck, but no cold start's time was learned")
 			}
 		})
@@ -563,7 +563,7 @@ func TestFakeCloseEndsHold(t *testing.T) {
 	e, _, gate := gatedPool(t)
 	ctx := tctx(t, time.Minute)
 	release := gate()
-	setTook(e.pool, time.Hour, 2*time.Hour) // a refill due in an hour: hold that long
+	setTook(e.pool(), time.Hour, 2*time.Hour) // a refill due in an hour: hold that long
 	emptyPool(t, ctx, e)
 	errc := make(chan error, 1)
 	go func() {
@@ -571,9 +571,9 @@ func TestFakeCloseEndsHold(t *testing.T) {
 		errc <- err
 	}()
 	eventually(t, "the second call waits", func() bool {
-		e.pool.mu.Lock()
-		defer e.pool.mu.Unlock()
-		return len(e.pool.waiters) == 1
+		e.pool().mu.Lock()
+		defer e.pool().mu.Unlock()
+		return len(e.pool().waiters) == 1
 	})
 	closed := make(chan error, 1)
 	go func() { closed <- e.Close(context.Background()) }()
@@ -632,15 +632,15 @@ func TestFakeRefillWaitsForTheAnswer(t *testing.T) {
 			e := newFakeOn(t, fb, func(c *config.Config) {
 				c.Pool = config.Pool{Enabled: true, Size: tc.size, MaxSize: tc.size, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 1}
 			})
-			e.pool.mu.Lock()
-			e.pool.hold = tc.hold
-			e.pool.mu.Unlock()
+			e.pool().mu.Lock()
+			e.pool().hold = tc.hold
+			e.pool().mu.Unlock()
 			ctx := tctx(t, time.Minute)
-			eventually(t, "the pool fills", func() bool { return e.pool.idleCount() == tc.size })
+			eventually(t, "the pool fills", func() bool { return e.pool().idleCount() == tc.size })
 			created.Lock()
 			before := len(kinds)
 			created.Unlock()
-			hits := e.pool.hits.Load()
+			hits := e.pool().hits.Load()
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
@@ -661,7 +661,7 @@ func TestFakeRefillWaitsForTheAnswer(t *testing.T) {
 				<-done
 				return
 			}
-			eventually(t, "the call took a pooled sandbox", func() bool { return e.pool.hits.Load() > hits })
+			eventually(t, "the call took a pooled sandbox", func() bool { return e.pool().hits.Load() > hits })
 			time.Sleep(200 * time.Millisecond) // the call sleeps 400 ms
 			select {
 			case <-done:
@@ -673,7 +673,7 @@ func TestFakeRefillWaitsForTheAnswer(t *testing.T) {
 			}
 			<-done
 			eventually(t, "the refill starts once the call has answered", func() bool { n, _ := transients(before); return n > 0 })
-			eventually(t, "the pool refills", func() bool { return e.pool.idleCount() == tc.size })
+			eventually(t, "the pool refills", func() bool { return e.pool().idleCount() == tc.size })
 		})
 	}
 }

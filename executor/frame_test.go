@@ -103,7 +103,7 @@ func TestCapResult(t *testing.T) {
 	cfg.Outputs.MaxStreamBytes = 1000 // streams are kept up to this cap
 	cfg.Limits.MaxStateBytes = 100
 	cfg.Limits.MaxImageBytes = 2000
-	e := &Executor{cfg: ConfigFrom(cfg)}
+	e := executorWith(ConfigFrom(cfg))
 	big := strings.Repeat("é", 5000) // 10000 bytes
 	res := big
 	var images []Image
@@ -171,7 +171,7 @@ func FuzzReadFrame(f *testing.F) {
 	f.Add(frameOf(`{"id":1,"nonce":"n","status":"ok","error":{"line":1e400}}`, 57), uint16(100))
 	f.Fuzz(func(t *testing.T, stream []byte, limit uint16) {
 		r := bytes.NewReader(stream)
-		e := &Executor{cfg: ConfigFrom(config.Default())}
+		e := executorWith(ConfigFrom(config.Default()))
 		for {
 			data, err := readFrame(r, limitOf(int64(limit)))
 			if err != nil {
@@ -190,4 +190,12 @@ func FuzzReadFrame(f *testing.F) {
 			e.capResult(resp, true)
 		}
 	})
+}
+
+// executorWith is an executor with cfg and nothing started, for the
+// functions that only read the configuration.
+func executorWith(cfg Config) *Executor {
+	e := &Executor{}
+	e.cfg.Store(&cfg)
+	return e
 }

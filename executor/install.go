@@ -317,12 +317,12 @@ func (e *Executor) Install(ctx context.Context, req InstallRequest) (*InstallRes
 	if err := checkRequirement(req.Name, req.Specifier); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
-	for _, dir := range e.cfg.Package.FindLinks {
+	for _, dir := range e.config().Package.FindLinks {
 		if !filepath.IsAbs(dir) {
 			return nil, fmt.Errorf("package.find_links entry %q is not an absolute path; fix the server's config", dir)
 		}
 	}
-	if len(e.cfg.Package.FindLinks) == 0 && e.cfg.Package.IndexURL == "" {
+	if len(e.config().Package.FindLinks) == 0 && e.config().Package.IndexURL == "" {
 		return nil, errors.New("no package source is configured: the operator sets package.find_links (a wheelhouse directory) or package.index_url")
 	}
 	meta := sandboxMeta{Kind: KindInstaller, Owner: req.Owner, Session: req.SessionID}
@@ -371,22 +371,23 @@ func (e *Executor) Install(ctx context.Context, req InstallRequest) (*InstallRes
 // runInstaller runs the installer container to its end, the timeout or
 // ctx's end; the container is removed whatever happens.
 func (e *Executor) runInstaller(ctx context.Context, meta sandboxMeta, req InstallRequest) (*InstallResult, error) {
-	lim, err := resolveLimits(e.cfg.Docker, Limits{})
+	c := e.config() // one configuration for the whole install
+	lim, err := resolveLimits(c.Docker, Limits{})
 	if err != nil {
 		return nil, err
 	}
 	meta.Instance, meta.PID, meta.Host, meta.Created = e.instance, e.pid, e.host, time.Now()
 	e.self.stamp(&meta)
 	requirement := req.Name + strings.ReplaceAll(req.Specifier, " ", "")
-	pip, uv := installerArgs(e.cfg.Package, len(e.cfg.Package.FindLinks), requirement)
+	pip, uv := installerArgs(c.Package, len(c.Package.FindLinks), requirement)
 	cmds, _ := json.Marshal(map[string][]string{"pip": pip, "uv": uv})
-	uid, gid, _ := numericUser(e.cfg.Docker.User)
-	want := e.cfg.Package.Installer
+	uid, gid, _ := numericUser(c.Docker.User)
+	want := c.Package.Installer
 	if want == "" {
 		want = "pip"
 	}
-	cfg, host := installerSpec(e.cfg, lim, meta, []string{uid, gid, string(cmds), want})
-	timeout := e.cfg.Package.Timeout.D()
+	cfg, host := installerSpec(*c, lim, meta, []string{uid, gid, string(cmds), want})
+	timeout := c.Package.Timeout.D()
 	if timeout <= 0 {
 		timeout = defaultInstallTimeout
 	}
@@ -397,7 +398,7 @@ func (e *Executor) runInstaller(ctx context.Context, meta sandboxMeta, req Insta
 	ccancel()
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
-			return nil, fmt.Errorf("create installer: %w: %s (build it with `python-docker-mcp image build`)", ErrImageMissing, e.cfg.Docker.Image)
+			return nil, fmt.Errorf("create installer: %w: %s (build it with `python-docker-mcp image build`)", ErrImageMissing, c.Docker.Image)
 		}
 		return nil, e.dockerErr("create installer", err)
 	}
@@ -474,7 +475,7 @@ loop:
 		strings.Contains(res.Output, "was not found in the provided package locations"):
 		res.Status = "not_found"
 		res.Message = fmt.Sprintf("no distribution of %s is available from %s", requirement, e.sources())
-		if !e.cfg.Package.AllowSdist {
+		if !c.Package.AllowSdist {
 			res.Message += " (only wheels are installed: package.allow_sdist is off)"
 		}
 	default:
@@ -487,11 +488,11 @@ loop:
 // sources describes where packages come from, for messages.
 func (e *Executor) sources() string {
 	var parts []string
-	if n := len(e.cfg.Package.FindLinks); n > 0 {
-		parts = append(parts, fmt.Sprintf("the wheelhouse (package.find_links: %s)", strings.Join(e.cfg.Package.FindLinks, ", ")))
+	if n := len(e.config().Package.FindLinks); n > 0 {
+		parts = append(parts, fmt.Sprintf("the wheelhouse (package.find_links: %s)", strings.Join(e.config().Package.FindLinks, ", ")))
 	}
-	if e.cfg.Package.IndexURL != "" {
-		parts = append(parts, "the index "+e.cfg.Package.IndexURL+" (package.index_url)")
+	if e.config().Package.IndexURL != "" {
+		parts = append(parts, "the index "+e.config().Package.IndexURL+" (package.index_url)")
 	}
 	return strings.Join(parts, " or ")
 }

@@ -67,7 +67,7 @@ func TestLatency(t *testing.T) {
 	pooled, _ := newExec(t, func(c *config.Config) { c.Pool.Enabled = true }) // config.Default's pool: size 2, numpy, pandas, matplotlib preloaded
 	poolTimed := func(name, code string, imps []analyze.Import, want string) []time.Duration {
 		var d []time.Duration
-		hits := pooled.pool.hits.Load()
+		hits := pooled.pool().hits.Load()
 		for i := range n + 1 {
 			waitPoolFull(t, pooled)
 			t0 := time.Now()
@@ -80,7 +80,7 @@ func TestLatency(t *testing.T) {
 				d = append(d, took)
 			}
 		}
-		if got := pooled.pool.hits.Load() - hits; got != int64(n+1) {
+		if got := pooled.pool().hits.Load() - hits; got != int64(n+1) {
 			t.Fatalf("%s: %d of %d calls served from the pool", name, got, n+1)
 		}
 		slices.Sort(d)
@@ -109,9 +109,9 @@ func TestLatency(t *testing.T) {
 	// Memory of one idle pooled sandbox (numpy, pandas, matplotlib imported):
 	// the cgroup's usage minus the page cache, as `docker stats` shows it.
 	waitPoolFull(t, pooled)
-	pooled.pool.mu.Lock()
-	idleID := pooled.pool.idle[0].sb.id
-	pooled.pool.mu.Unlock()
+	pooled.pool().mu.Lock()
+	idleID := pooled.pool().idle[0].sb.id
+	pooled.pool().mu.Unlock()
 	st, err := cli.ContainerStats(tctx(t, time.Minute), idleID, client.ContainerStatsOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +129,7 @@ func TestLatency(t *testing.T) {
 	// the refill and start cold sandboxes).
 	rate := func(c int) (float64, int64) {
 		waitPoolFull(t, pooled)
-		hits := pooled.pool.hits.Load()
+		hits := pooled.pool().hits.Load()
 		var calls atomic.Int64
 		end := time.Now().Add(15 * time.Second)
 		var wg sync.WaitGroup
@@ -148,7 +148,7 @@ func TestLatency(t *testing.T) {
 		}
 		t0 := time.Now()
 		wg.Wait()
-		return float64(calls.Load()) / time.Since(t0).Seconds(), pooled.pool.hits.Load() - hits
+		return float64(calls.Load()) / time.Since(t0).Seconds(), pooled.pool().hits.Load() - hits
 	}
 	type rateRow struct {
 		c     int

@@ -153,15 +153,15 @@ func TestHugeOutput(t *testing.T) {
 	if !res.StdoutTruncated || !strings.HasPrefix(res.Stdout, "HEAD\nxxx") || !strings.HasSuffix(res.Stdout, "xxxTAIL\n") || !strings.Contains(res.Stdout, "bytes dropped] ...") {
 		t.Errorf("200 MB of output: truncated %v, head %.20q, tail %.20q", res.StdoutTruncated, res.Stdout, res.Stdout[max(0, len(res.Stdout)-20):])
 	}
-	if len(res.Stdout) > int(e.cfg.Limits.MaxOutputBytes)+100 {
+	if len(res.Stdout) > int(e.config().Limits.MaxOutputBytes)+100 {
 		t.Errorf("stdout is %d bytes, want at most max_output_bytes plus the marker", len(res.Stdout))
 	}
 	if want := int64(200<<20 + len("HEAD\nTAIL\n")); res.StdoutBytes != want {
 		t.Errorf("StdoutBytes = %d, want %d", res.StdoutBytes, want)
 	}
-	if n := len(res.StdoutFull); n < int(e.cfg.Outputs.MaxStreamBytes) || n > int(e.cfg.Outputs.MaxStreamBytes)+100 ||
+	if n := len(res.StdoutFull); n < int(e.config().Outputs.MaxStreamBytes) || n > int(e.config().Outputs.MaxStreamBytes)+100 ||
 		!strings.HasPrefix(res.StdoutFull, "HEAD\nxxx") || !strings.HasSuffix(res.StdoutFull, "xxxTAIL\n") {
-		t.Errorf("StdoutFull: %d bytes, head %.20q; want outputs.max_stream_bytes (%d) of head and tail", n, res.StdoutFull, e.cfg.Outputs.MaxStreamBytes)
+		t.Errorf("StdoutFull: %d bytes, head %.20q; want outputs.max_stream_bytes (%d) of head and tail", n, res.StdoutFull, e.config().Outputs.MaxStreamBytes)
 	}
 	if grew > 100<<20 {
 		t.Errorf("server heap grew by %d MB, want < 100 MB", grew>>20)

@@ -48,13 +48,13 @@ type netHolders struct {
 // maxIdleHolders bounds the idle holders kept (each is a shell waiting on
 // its stdin, under 1 MiB); more are removed as they come back.
 func (e *Executor) maxIdleHolders() int {
-	return max(e.cfg.Pool.MaxSize+e.cfg.Pool.MaxConcurrentCreations, 4)
+	return max(e.config().Pool.MaxSize+e.config().Pool.MaxConcurrentCreations, 4)
 }
 
 // leasesNetwork reports whether a sandbox of meta leases a namespace: any
 // sandbox the executor starts on Docker with the network disabled.
 func (e *Executor) leasesNetwork(meta sandboxMeta) bool {
-	return e.docker != nil && e.cfg.Docker.NetworkDisabled && (meta.Kind == KindTransient || meta.Kind == KindPersistent)
+	return e.docker != nil && e.config().Docker.NetworkDisabled && (meta.Kind == KindTransient || meta.Kind == KindPersistent)
 }
 
 // leaseNetwork returns an idle holder's id, starting a holder when none is
@@ -111,7 +111,7 @@ func (e *Executor) newHolder(ctx context.Context) (string, error) {
 // once plus calls that start cold, so a burst does not start holders on
 // its calls' path.
 func (e *Executor) holderFloor() int {
-	return min(2*e.cfg.Pool.MaxConcurrentCreations+2, e.maxIdleHolders())
+	return min(2*e.config().Pool.MaxConcurrentCreations+2, e.maxIdleHolders())
 }
 
 // topUpNetworks starts one holder in the background when fewer than
@@ -135,7 +135,7 @@ func (e *Executor) topUpNetworks() {
 			return // the next lease starts one and reports what fails
 		}
 		e.returnNetwork(id, true)
-		e.pool.signal() // the next one, if still below the floor
+		e.pool().signal() // the next one, if still below the floor
 	}()
 }
 

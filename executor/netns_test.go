@@ -199,8 +199,8 @@ func TestNetworkHoldersReady(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if e.pool.misses.Load() < 2 {
-		t.Errorf("%d pool misses, want the 2 calls started cold", e.pool.misses.Load())
+	if e.pool().misses.Load() < 2 {
+		t.Errorf("%d pool misses, want the 2 calls started cold", e.pool().misses.Load())
 	}
 	t.Logf("holders: %d before the cold calls, %d after", before, ourContainers(t, cli, LabelKind+"="+KindNetwork))
 	if err := e.Close(context.Background()); err != nil {

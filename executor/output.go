@@ -13,9 +13,11 @@ import (
 // (outputs.max_stream_bytes, at least limits.max_output_bytes): the
 // executor cuts it to limits.max_output_bytes for display and hands the
 // rest to the caller as Result.StdoutFull / StderrFull.
-func (e *Executor) retainCap() int64 {
-	return max(int64(e.cfg.Outputs.MaxStreamBytes), e.outputCap())
+func (c *Config) retainCap() int64 {
+	return max(int64(c.Outputs.MaxStreamBytes), c.outputCap())
 }
+
+func (e *Executor) retainCap() int64 { return e.config().retainCap() }
 
 // runnerDropped matches the marker the runner puts where it dropped the
 // middle of a stream.

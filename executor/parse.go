@@ -25,10 +25,11 @@ func (e *Executor) Parse(ctx context.Context, req Request) (*SyntaxError, error)
 	if err != nil {
 		return nil, err
 	}
-	sb := e.pool.take(lim, nil, req.Owner)
+	pl := e.pool() // one pool for the call, whatever a reload does meanwhile
+	sb := pl.take(lim, nil, req.Owner)
 	if sb == nil {
-		if e.pool.fits(lim) {
-			sb, err = e.pool.coldStart(ctx, nil, req.Owner, func(sctx context.Context) (*sandbox, error) {
+		if pl.fits(lim) {
+			sb, err = pl.coldStart(ctx, nil, req.Owner, func(sctx context.Context) (*sandbox, error) {
 				return e.startWithin(sctx, sandboxMeta{Kind: KindTransient}, lim, lim.Timeout)
 			})
 		} else {

@@ -137,7 +137,7 @@ type started struct {
 }
 
 func newPool(e *Executor, cfg config.Pool, kind string, size int) *pool {
-	lim, err := resolveLimits(e.cfg.Docker, Limits{})
+	lim, err := resolveLimits(e.config().Docker, Limits{})
 	if err != nil || !cfg.Enabled || size <= 0 {
 		return nil
 	}
@@ -166,6 +166,20 @@ func newPool(e *Executor, cfg config.Pool, kind string, size int) *pool {
 	}
 	p.demand = demand{floor: p.size, max: p.maxSize, seed: classKey(cfg.Preload)}
 	return p
+}
+
+// resize sets the floor (pool.size) and the transient pool's cap
+// (pool.max_size) on a reload: refills start at once, sandboxes beyond the
+// new target are trimmed as those demand left are.
+func (p *pool) resize(size, maxSize int) {
+	p.mu.Lock()
+	p.size, p.maxSize = size, size
+	if p.learn {
+		p.maxSize = max(size, maxSize)
+	}
+	p.demand.floor, p.demand.max = p.size, p.maxSize
+	p.mu.Unlock()
+	p.signal()
 }
 
 // fits says whether a pooled sandbox has exactly the resource limits asked

@@ -27,7 +27,7 @@ func poolExec(t *testing.T, size int, preload ...string) (*Executor, *client.Cli
 func waitPoolFull(t testing.TB, e *Executor) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
-	for _, p := range []*pool{e.pool, e.spool} {
+	for _, p := range []*pool{e.pool(), e.spool()} {
 		for p.idleCount() < p.size {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s pool has %d of %d sandboxes after a minute", p.kind, p.idleCount(), p.size)
@@ -56,45 +56,45 @@ print(any(c.startswith(b"sleep\x001000") for c in procs), os.path.exists("/tmp/m
 			t.Errorf("a pooled sandbox saw an earlier call's process or file: %q", res.Stdout)
 		}
 	}
-	if h := e.pool.hits.Load(); h < 2 {
+	if h := e.pool().hits.Load(); h < 2 {
 		t.Errorf("%d calls served from the pool, want at least 2", h)
 	}
 }
 
 func TestPoolTighterLimitsGetColdSandbox(t *testing.T) {
 	e, _ := poolExec(t, 1)
-	before := e.pool.hits.Load()
+	before := e.pool().hits.Load()
 	res := transient(t, e, Request{Code: "int(open('/sys/fs/cgroup/memory/memory.limit_in_bytes').read())", Limits: Limits{Memory: 256 << 20}})
 	wantStatus(t, res, "ok")
 	if res.Result == nil || *res.Result != "268435456" {
 		t.Errorf("memory limit seen inside = %v, want 268435456", res.Result)
 	}
-	if e.pool.hits.Load() != before {
+	if e.pool().hits.Load() != before {
 		t.Error("a request with a tighter memory limit was served from the pool")
 	}
 	res = transient(t, e, Request{Code: "1", Limits: Limits{Timeout: 5 * time.Second}})
 	wantStatus(t, res, "ok")
-	if e.pool.hits.Load() != before+1 {
+	if e.pool().hits.Load() != before+1 {
 		t.Error("a request that only changes the timeout should be served from the pool")
 	}
 }
 
 func TestPoolReplacesKilledSandbox(t *testing.T) {
 	e, cli := poolExec(t, 2)
-	e.pool.mu.Lock()
-	victim := e.pool.idle[0].sb.id
-	e.pool.mu.Unlock()
+	e.pool().mu.Lock()
+	victim := e.pool().idle[0].sb.id
+	e.pool().mu.Unlock()
 	if _, err := cli.ContainerKill(context.Background(), victim, client.ContainerKillOptions{Signal: "SIGKILL"}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		e.pool.mu.Lock()
-		ok := len(e.pool.idle) == e.pool.size
-		for _, it := range e.pool.idle {
+		e.pool().mu.Lock()
+		ok := len(e.pool().idle) == e.pool().size
+		for _, it := range e.pool().idle {
 			ok = ok && it.sb.id != victim
 		}
-		e.pool.mu.Unlock()
+		e.pool().mu.Unlock()
 		if ok {
 			break
 		}
@@ -126,7 +126,7 @@ func TestPoolSession(t *testing.T) {
 	e, cli := poolExec(t, 1, "json")
 	res, id := persistent(t, e, "", Request{Owner: "o", Code: "import sys\nx = 'json' in sys.modules", Imports: imports("sys", 1)})
 	wantStatus(t, res, "ok")
-	if e.spool.hits.Load() != 1 {
+	if e.spool().hits.Load() != 1 {
 		t.Fatalf("the new session did not start from the pool")
 	}
 	if n := ourContainers(t, cli, LabelSession+"="+id); n != 1 {
@@ -138,7 +138,7 @@ func TestPoolSession(t *testing.T) {
 	}
 	// A tighter session gets a cold sandbox.
 	persistent(t, e, "", Request{Owner: "o", Code: "1", Limits: Limits{Pids: 64}})
-	if e.spool.hits.Load() != 1 {
+	if e.spool().hits.Load() != 1 {
 		t.Error("a session with tighter limits was served from the pool")
 	}
 	if err := e.Cleanup(tctx(t, time.Minute), "o", id); err != nil {
@@ -178,7 +178,7 @@ func TestPoolRoutesByImports(t *testing.T) {
 	e, _ := newExec(t, func(c *config.Config) {
 		c.Pool = config.Pool{Enabled: true, Size: 2, MaxSize: 2, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 2, Preload: []string{"numpy", "pandas"}}
 	})
-	waitIdle(t, e.pool, map[string]int{"": 1, "numpy,pandas": 1})
+	waitIdle(t, e.pool(), map[string]int{"": 1, "numpy,pandas": 1})
 	check := "import sys\n[m for m in ('numpy', 'pandas') if m in sys.modules]"
 	res := transient(t, e, Request{Code: "print(1)\n" + check, Imports: imports("sys", 2)})
 	wantStatus(t, res, "ok")
@@ -191,7 +191,7 @@ func TestPoolRoutesByImports(t *testing.T) {
 	if res.Stdout != "3 True\n" {
 		t.Errorf("pandas call printed %q, want %q (pandas imported before the call)", res.Stdout, "3 True\n")
 	}
-	if h := e.pool.hits.Load(); h != 2 {
+	if h := e.pool().hits.Load(); h != 2 {
 		t.Errorf("%d of 2 calls served from the pool", h)
 	}
 }
@@ -228,13 +228,13 @@ func TestPoolBursts(t *testing.T) {
 		}
 	}
 	burst(8) // more than the pool holds or may hold: cold starts race refills
-	waitIdle(t, e.pool, map[string]int{"": 6})
-	if n := e.pool.idleCount(); n > 6 {
+	waitIdle(t, e.pool(), map[string]int{"": 6})
+	if n := e.pool().idleCount(); n > 6 {
 		t.Errorf("pool holds %d sandboxes, over pool.max_size 6", n)
 	}
-	before := e.pool.hits.Load()
+	before := e.pool().hits.Load()
 	burst(6)
-	if got := e.pool.hits.Load() - before; got != 6 {
+	if got := e.pool().hits.Load() - before; got != 6 {
 		t.Errorf("%d of a burst of 6 served from the grown pool, want 6", got)
 	}
 	if err := e.Close(context.Background()); err != nil {
@@ -304,10 +304,10 @@ func TestPoolArmsWorkers(t *testing.T) {
 	}
 	for _, s := range steps {
 		waitPoolFull(t, e)
-		hits, armed := e.pool.hits.Load(), e.armed.Load()
+		hits, armed := e.pool().hits.Load(), e.armed.Load()
 		res := transient(t, e, s.req)
 		s.check(res)
-		if e.pool.hits.Load() != hits+1 {
+		if e.pool().hits.Load() != hits+1 {
 			t.Fatalf("%s: not served from the pool", s.name)
 		}
 		if got := e.armed.Load() - armed; got != map[bool]int64{false: 0, true: 1}[s.armed] {
@@ -356,8 +356,8 @@ func TestPoolHandsOutRunnerCode(t *testing.T) {
 	if res.Status == "ok" || res.Error == nil || !strings.Contains(res.Error.Message, "socket") {
 		t.Errorf("a blocked module imported in a sandbox that loaded the runner: %+v", res)
 	}
-	if e.pool.hits.Load() < 4 {
-		t.Errorf("%d calls served from the pool, want the sandboxes under test to be pooled ones", e.pool.hits.Load())
+	if e.pool().hits.Load() < 4 {
+		t.Errorf("%d calls served from the pool, want the sandboxes under test to be pooled ones", e.pool().hits.Load())
 	}
 }
 

@@ -35,30 +35,36 @@ const (
 	listReplyLimit = jsonGrowth*(2<<20) + replySlack
 )
 
-func (e *Executor) stateCap() int64 {
-	if v := int64(e.cfg.Limits.MaxStateBytes); v > 0 {
+func (c *Config) stateCap() int64 {
+	if v := int64(c.Limits.MaxStateBytes); v > 0 {
 		return v
 	}
 	return 1 << 20
 }
 
-func (e *Executor) imageCap() int64 {
-	if v := int64(e.cfg.Limits.MaxImageBytes); v > 0 {
+func (e *Executor) stateCap() int64 { return e.config().stateCap() }
+
+func (c *Config) imageCap() int64 {
+	if v := int64(c.Limits.MaxImageBytes); v > 0 {
 		return v
 	}
 	return 4 << 20
 }
+
+func (e *Executor) imageCap() int64 { return e.config().imageCap() }
 
 // runReplyLimit is the largest run reply the server reads: the sum of the
 // configured caps (stdout, stderr and the result at the retained output
 // cap, the error text, dropped-state names, the files list, as JSON), the
 // state cap, the images as base64, and slack. A reply announcing more
 // kills the sandbox before any of it is read.
-func (e *Executor) runReplyLimit() int64 {
-	out := e.retainCap()
+func (c *Config) runReplyLimit() int64 {
+	out := c.retainCap()
 	text := 3*(out+truncationSlack) + 2*maxErrorText + maxDropped*1200 + maxUnreturned*300 + maxFilesBytes + maxFiles*8
-	return jsonGrowth*text + jsonGrowth*e.stateCap() + e.imageCap()*4/3 + maxImages*256 + replySlack
+	return jsonGrowth*text + jsonGrowth*c.stateCap() + c.imageCap()*4/3 + maxImages*256 + replySlack
 }
+
+func (e *Executor) runReplyLimit() int64 { return e.config().runReplyLimit() }
 
 // readReplyLimit caps a read answer: the file as base64.
 func (e *Executor) readReplyLimit() int64 {
@@ -103,8 +109,8 @@ func clipNames(names []string, n int) []string {
 // Streams are kept up to the retained cap (outputs.max_stream_bytes): the
 // run's result cuts them for display and keeps the rest as a resource. A
 // final expression's repr is shown whole, so it is cut at the output cap.
-func (e *Executor) capResult(r *runnerResponse, transient bool) {
-	stream := e.retainCap()
+func (c *Config) capResult(r *runnerResponse, transient bool) {
+	stream := c.retainCap()
 	var cut bool
 	if r.Stdout, cut = clipText(r.Stdout, stream); cut {
 		r.StdoutTruncated = true
@@ -113,7 +119,7 @@ func (e *Executor) capResult(r *runnerResponse, transient bool) {
 		r.StderrTruncated = true
 	}
 	if r.Result != nil {
-		s, _ := clipText(*r.Result, e.outputCap())
+		s, _ := clipText(*r.Result, c.outputCap())
 		r.Result = &s
 	}
 	if r.Error != nil {
@@ -139,7 +145,7 @@ func (e *Executor) capResult(r *runnerResponse, transient bool) {
 		switch {
 		case st[0] != '{':
 			r.State = nil
-		case int64(len(st)) > e.stateCap()+truncationSlack:
+		case int64(len(st)) > c.stateCap()+truncationSlack:
 			r.State = nil
 			if json.Unmarshal(st, &members) == nil {
 				var all []StateSize
@@ -172,7 +178,7 @@ func (e *Executor) capResult(r *runnerResponse, transient bool) {
 	var kept []Image
 	var total int64
 	for _, im := range r.Images {
-		if len(kept) >= maxImages || total+int64(len(im.PNG)) > e.imageCap() {
+		if len(kept) >= maxImages || total+int64(len(im.PNG)) > c.imageCap() {
 			continue
 		}
 		total += int64(len(im.PNG))
@@ -190,3 +196,5 @@ func (e *Executor) capResult(r *runnerResponse, transient bool) {
 	}
 	r.Files = files
 }
+
+func (e *Executor) capResult(r *runnerResponse, transient bool) { e.config().capResult(r, transient) }

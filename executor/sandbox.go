@@ -122,10 +122,10 @@ func (e *Executor) dockerErr(op string, err error) error {
 	switch {
 	case client.IsErrConnectionFailed(err):
 		return fmt.Errorf("%s: %w: %v (start Docker or point DOCKER_HOST at a running daemon)", op, ErrDockerUnavailable, err)
-	case cerrdefs.IsNotFound(err) && op == "create sandbox" && !image.Managed(e.cfg.Docker.Image):
-		return fmt.Errorf("%s: %w: %s is not built by python-docker-mcp: pull it or build it yourself (docker.image names it)", op, ErrImageMissing, e.cfg.Docker.Image)
+	case cerrdefs.IsNotFound(err) && op == "create sandbox" && !image.Managed(e.config().Docker.Image):
+		return fmt.Errorf("%s: %w: %s is not built by python-docker-mcp: pull it or build it yourself (docker.image names it)", op, ErrImageMissing, e.config().Docker.Image)
 	case cerrdefs.IsNotFound(err) && op == "create sandbox":
-		return fmt.Errorf("%s: %w: %s (build it with `python-docker-mcp image build`)", op, ErrImageMissing, e.cfg.Docker.Image)
+		return fmt.Errorf("%s: %w: %s (build it with `python-docker-mcp image build`)", op, ErrImageMissing, e.config().Docker.Image)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
@@ -159,7 +159,7 @@ func (e *Executor) startWith(ctx context.Context, meta sandboxMeta, lim Limits, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
-	spec := sandboxSpec(e.cfg.Docker, lim, meta)
+	spec := sandboxSpec(e.config().Docker, lim, meta)
 	if e.docker != nil {
 		lib.mountIn(&spec)
 	}
@@ -204,7 +204,7 @@ func (e *Executor) startWith(ctx context.Context, meta sandboxMeta, lim Limits, 
 	case <-ctx.Done():
 		return fail("start sandbox", fmt.Errorf("waiting for the runner: %w", ctx.Err()))
 	}
-	if e.pool == nil && e.runner.ask() {
+	if e.pool() == nil && e.runner.ask() {
 		// Without a transient pool to ask, the executor's first fresh
 		// sandboxes are asked for the runner's compiled code, before
 		// anything else runs in them (a preload of nothing: one round
@@ -320,8 +320,8 @@ func (e *Executor) wrap(box *backend.Sandbox, meta sandboxMeta, lim Limits, shar
 
 // createErr says what to do about a backend's Create error.
 func (e *Executor) createErr(err error) error {
-	if errors.Is(err, backend.ErrImageMissing) && !image.Managed(e.cfg.Docker.Image) {
-		return fmt.Errorf("create sandbox: %w: %s is not built by python-docker-mcp: pull it or build it yourself (docker.image names it)", ErrImageMissing, e.cfg.Docker.Image)
+	if errors.Is(err, backend.ErrImageMissing) && !image.Managed(e.config().Docker.Image) {
+		return fmt.Errorf("create sandbox: %w: %s is not built by python-docker-mcp: pull it or build it yourself (docker.image names it)", ErrImageMissing, e.config().Docker.Image)
 	}
 	return err
 }

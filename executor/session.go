@@ -133,10 +133,10 @@ func (e *Executor) newSession(owner string, lim Limits) (*session, error) {
 			mine++
 		}
 	}
-	if max := e.cfg.Sessions.MaxPerOwner; max > 0 && mine >= max {
+	if max := e.config().Sessions.MaxPerOwner; max > 0 && mine >= max {
 		return nil, fmt.Errorf("%w: you have %d sessions, the maximum per owner (sessions.max_per_owner); clean one up first", ErrTooManySessions, mine)
 	}
-	if max := e.cfg.Sessions.MaxTotal; max > 0 && len(e.sessions) >= max {
+	if max := e.config().Sessions.MaxTotal; max > 0 && len(e.sessions) >= max {
 		return nil, fmt.Errorf("%w: the server holds %d sessions, its maximum (sessions.max_total); try again later", ErrTooManySessions, len(e.sessions))
 	}
 	now := time.Now()
@@ -292,7 +292,9 @@ func (e *Executor) Persistent(ctx context.Context, sessionID string, req Request
 		if s, err = e.acquire(ctx, req.Owner, sessionID, req.progress); err != nil {
 			return nil, sessionID, err
 		}
-		if lim.Memory < s.lim.Memory || lim.CPUs < s.lim.CPUs || lim.Pids < s.lim.Pids {
+		// The session keeps the sandbox limits it started with, whatever
+		// the configuration says since; a call may not ask for tighter.
+		if r := req.Limits; (r.Memory > 0 && r.Memory < s.lim.Memory) || (r.CPUs > 0 && r.CPUs < s.lim.CPUs) || (r.Pids > 0 && r.Pids < s.lim.Pids) {
 			e.release(s, true)
 			return nil, s.id, fmt.Errorf("%w: session %s runs with memory %d bytes, %g CPUs, %d pids, fixed when it started; a call cannot tighten them (start a new session)",
 				ErrLimitExceeded, s.id, s.lim.Memory, s.lim.CPUs, s.lim.Pids)
@@ -302,7 +304,7 @@ func (e *Executor) Persistent(ctx context.Context, sessionID string, req Request
 	defer e.release(s, true)
 
 	if sessionID == "" {
-		if sb := e.spool.take(s.lim, nil, s.owner); sb != nil {
+		if sb := e.spool().take(s.lim, nil, s.owner); sb != nil {
 			e.adopt(s, sb)
 		}
 		if e.shared != nil {
@@ -327,7 +329,7 @@ func (e *Executor) Persistent(ctx context.Context, sessionID string, req Request
 	}
 	res, err := e.run(ctx, sb, req, lim, false)
 	if sessionID == "" {
-		e.spool.answered(sb) // a new session's sandbox may come from the pool
+		e.spool().answered(sb) // a new session's sandbox may come from the pool
 	}
 	dead := sb.dead.Load()
 	e.mu.Lock()
@@ -445,7 +447,7 @@ func (e *Executor) adopt(s *session, sb *sandbox) {
 	e.sessions[s.id] = s
 	// The pool imported its preload modules into this interpreter.
 	s.imported = map[string]bool{}
-	for _, m := range e.cfg.Pool.Preload {
+	for _, m := range e.config().Pool.Preload {
 		s.imported[topLevel(m)] = true
 	}
 }
@@ -502,8 +504,8 @@ func (e *Executor) Cleanup(ctx context.Context, owner, sessionID string) error {
 // are left alone; they are judged when their call returns.
 func (e *Executor) reaper() {
 	defer close(e.done)
-	every := e.cfg.Sessions.IdleTTL.D() / 10
-	if life := e.cfg.Sessions.MaxLifetime.D() / 10; life > 0 && (every <= 0 || life < every) {
+	every := e.config().Sessions.IdleTTL.D() / 10
+	if life := e.config().Sessions.MaxLifetime.D() / 10; life > 0 && (every <= 0 || life < every) {
 		every = life
 	}
 	every = min(max(every, 50*time.Millisecond), 30*time.Second)
@@ -574,9 +576,9 @@ func (e *Executor) fileOp(ctx context.Context, owner, sessionID string, frame ma
 	return resp, errorOf(resp)
 }
 
-func (e *Executor) readCap() int64  { return e.cfg.FileLimits().ReadChunk }
-func (e *Executor) writeCap() int64 { return e.cfg.FileLimits().WriteChunk }
-func (e *Executor) fileCap() int64  { return e.cfg.FileLimits().File }
+func (e *Executor) readCap() int64  { return e.config().FileLimits().ReadChunk }
+func (e *Executor) writeCap() int64 { return e.config().FileLimits().WriteChunk }
+func (e *Executor) fileCap() int64  { return e.config().FileLimits().File }
 
 // FileLimits are the sizes that bound moving a session file in and out.
 type FileLimits struct {
@@ -614,7 +616,7 @@ func (c Config) FileLimits() FileLimits {
 }
 
 // FileLimits reports the limits of file operations. Safe for concurrent use.
-func (e *Executor) FileLimits() FileLimits { return e.cfg.FileLimits() }
+func (e *Executor) FileLimits() FileLimits { return e.config().FileLimits() }
 
 // Which limit a FileLimitError names.
 const (
@@ -681,7 +683,7 @@ func (e *Executor) fileLimitOf(resp *runnerResponse, op, path, limit string, max
 		}
 		return &FileLimitError{Op: op, Path: path, Limit: limit, Max: max, Size: size, FileSize: resp.FileSize, Detail: resp.Error.Message}
 	case "NoSpace":
-		return &FileLimitError{Op: op, Path: path, Limit: LimitWorkspace, Max: int64(e.cfg.Docker.WorkspaceSize), Size: data, FileSize: resp.FileSize, Detail: resp.Error.Message}
+		return &FileLimitError{Op: op, Path: path, Limit: LimitWorkspace, Max: int64(e.config().Docker.WorkspaceSize), Size: data, FileSize: resp.FileSize, Detail: resp.Error.Message}
 	case "BadOffset":
 		return fmt.Errorf("%s %s: %w: %s", op, path, ErrInvalidRequest, resp.Error.Message)
 	}

@@ -37,8 +37,8 @@ func (e *Executor) sharesSessions(kind string) bool {
 // does not outlive every server by long. Zero (sessions never expire)
 // disables it.
 func (e *Executor) idleExit() time.Duration {
-	d := e.cfg.Sessions.IdleTTL.D()
-	if life := e.cfg.Sessions.MaxLifetime.D(); life > 0 && (d <= 0 || life < d) {
+	d := e.config().Sessions.IdleTTL.D()
+	if life := e.config().Sessions.MaxLifetime.D(); life > 0 && (d <= 0 || life < d) {
 		d = life
 	}
 	if d <= 0 {
@@ -71,7 +71,7 @@ func limitsMeta(l Limits) map[string]string {
 // recordLimits reads a record's limits; missing ones take the configured
 // defaults.
 func (e *Executor) recordLimits(m map[string]string) Limits {
-	lim, _ := resolveLimits(e.cfg.Docker, Limits{})
+	lim, _ := resolveLimits(e.config().Docker, Limits{})
 	if v, err := strconv.ParseInt(m[metaMemory], 10, 64); err == nil && v > 0 {
 		lim.Memory = v
 	}
@@ -88,10 +88,10 @@ func (e *Executor) recordLimits(m map[string]string) Limits {
 // (zero: never).
 func (e *Executor) expiryAt(created, lastUsed time.Time) time.Time {
 	exp := time.Time{}
-	if ttl := e.cfg.Sessions.IdleTTL.D(); ttl > 0 {
+	if ttl := e.config().Sessions.IdleTTL.D(); ttl > 0 {
 		exp = lastUsed.Add(ttl)
 	}
-	if life := e.cfg.Sessions.MaxLifetime.D(); life > 0 {
+	if life := e.config().Sessions.MaxLifetime.D(); life > 0 {
 		if end := created.Add(life); exp.IsZero() || end.Before(exp) {
 			exp = end
 		}
@@ -113,7 +113,7 @@ func sharedCtx() (context.Context, context.CancelFunc) {
 // countShared checks sessions.max_per_owner and max_total against the
 // records of every server.
 func (e *Executor) countShared(ctx context.Context, owner string) error {
-	if e.cfg.Sessions.MaxPerOwner <= 0 && e.cfg.Sessions.MaxTotal <= 0 {
+	if e.config().Sessions.MaxPerOwner <= 0 && e.config().Sessions.MaxTotal <= 0 {
 		return nil
 	}
 	recs, err := e.shared.Sessions(ctx, "")
@@ -126,10 +126,10 @@ func (e *Executor) countShared(ctx context.Context, owner string) error {
 			mine++
 		}
 	}
-	if max := e.cfg.Sessions.MaxPerOwner; max > 0 && mine >= max {
+	if max := e.config().Sessions.MaxPerOwner; max > 0 && mine >= max {
 		return fmt.Errorf("%w: you have %d sessions, the maximum per owner (sessions.max_per_owner); clean one up first", ErrTooManySessions, mine)
 	}
-	if max := e.cfg.Sessions.MaxTotal; max > 0 && len(recs) >= max {
+	if max := e.config().Sessions.MaxTotal; max > 0 && len(recs) >= max {
 		return fmt.Errorf("%w: the servers hold %d sessions, their maximum (sessions.max_total); try again later", ErrTooManySessions, len(recs))
 	}
 	return nil

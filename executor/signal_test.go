@@ -37,7 +37,7 @@ func TestServerProcess(t *testing.T) {
 	if _, _, err := e.Persistent(context.Background(), "", Request{Code: "x = 1"}); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []*pool{e.pool, e.spool} {
+	for _, p := range []*pool{e.pool(), e.spool()} {
 		for p != nil && p.idleCount() < p.size {
 			time.Sleep(50 * time.Millisecond)
 		}

@@ -82,8 +82,9 @@ exec(_pdm_code)
 var runnerCommand = []string{"python3", "-I", "-B", "-c", runnerBootstrap, protocol.RunnerTag}
 
 // Limits are the resource limits of one run. A zero field means the
-// operator's value from config.Docker; a request may lower a limit, never
-// raise it past the config.
+// operator's value from config.Docker in force when the call begins (a
+// persistent session's sandbox keeps the limits it started with); a
+// request may lower a limit, never raise it past the config.
 type Limits struct {
 	// Timeout is the wall-clock limit of one call (config docker.timeout).
 	Timeout time.Duration
@@ -190,7 +191,7 @@ func containerSpec(d config.Docker, lim Limits, meta sandboxMeta) (*container.Co
 func (e *Executor) helperSpec(kind string) backend.Spec {
 	meta := sandboxMeta{Kind: kind, Instance: e.instance, PID: e.pid, Host: e.host, Created: time.Now()}
 	e.self.stamp(&meta)
-	return sandboxSpec(e.cfg.Docker, Limits{Memory: 16 << 20, CPUs: 0.1, Pids: 4}, meta)
+	return sandboxSpec(e.config().Docker, Limits{Memory: 16 << 20, CPUs: 0.1, Pids: 4}, meta)
 }
 
 // sandboxSpec is one sandbox for any backend: a pure function from the

@@ -110,7 +110,7 @@ func TestImportedCountsThePoolsPreload(t *testing.T) {
 		c.Pool.Enabled, c.Pool.Size, c.Pool.Preload = true, 1, []string{"json.decoder"}
 	})
 	deadline := time.Now().Add(60 * time.Second)
-	for e.spool.idleCount() == 0 && time.Now().Before(deadline) {
+	for e.spool().idleCount() == 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	res, id := persistent(t, e, "", Request{Owner: "alice", Code: "1"})

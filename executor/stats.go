@@ -63,12 +63,15 @@ func (e *Executor) Stats() Stats {
 		RunnersLoaded:        e.runner.loaded.Load(),
 		RunnersCompiled:      e.runner.compiled.Load(),
 	}
-	for _, p := range []*pool{e.pool, e.spool} {
+	for _, p := range []*pool{e.pool(), e.spool()} {
 		if p == nil {
 			continue
 		}
+		p.mu.Lock()
+		size := p.size // a reload may resize the pool
+		p.mu.Unlock()
 		st.Pools = append(st.Pools, PoolStats{
-			Kind: p.kind, Size: p.size, Idle: p.idleCount(),
+			Kind: p.kind, Size: size, Idle: p.idleCount(),
 			Hits: p.hits.Load(), Misses: p.misses.Load(),
 		})
 	}

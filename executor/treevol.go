@@ -112,7 +112,7 @@ func (e *Executor) makeTreeVolume(ctx context.Context, stdlib string) {
 	if e.docker == nil || !e.tree.tried.CompareAndSwap(false, true) {
 		return
 	}
-	dir := treeOf(stdlib, e.cfg.Docker.WorkingDir)
+	dir := treeOf(stdlib, e.config().Docker.WorkingDir)
 	if dir == "" {
 		e.log.Warn("the sandbox's standard library is not under a directory a volume can be mounted over; sandboxes read the image's own files", "path", stdlib)
 		return
@@ -144,9 +144,9 @@ var errTreeBusy = errors.New("another server is filling the volume")
 // short by Close (Docker would go on copying into a container nobody
 // removes): Close waits for it.
 func (e *Executor) fillTree(ctx context.Context, dir string) (*treeVolume, bool, error) {
-	img, err := e.docker.ImageInspect(ctx, e.cfg.Docker.Image)
+	img, err := e.docker.ImageInspect(ctx, e.config().Docker.Image)
 	if err != nil {
-		return nil, false, fmt.Errorf("inspect image %s: %w", e.cfg.Docker.Image, err)
+		return nil, false, fmt.Errorf("inspect image %s: %w", e.config().Docker.Image, err)
 	}
 	name := treeVolumeName(img.ID, dir)
 	for attempt := 0; ; attempt++ {

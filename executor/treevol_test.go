@@ -59,7 +59,7 @@ func TestTreeVolumeName(t *testing.T) {
 func treeFixture(t *testing.T) (*Executor, *client.Client, string) {
 	t.Helper()
 	e, cli := newExec(t, nil)
-	img, err := cli.ImageInspect(context.Background(), e.cfg.Docker.Image)
+	img, err := cli.ImageInspect(context.Background(), e.config().Docker.Image)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestTreeFillCut(t *testing.T) {
 	e, cli, name := treeFixture(t)
 	ctx := tctx(t, 2*time.Minute)
 	// A cut fill: the volume holds a file of its own and no marker.
-	id := volumeHolder(t, cli, e.cfg.Docker.Image, name)
+	id := volumeHolder(t, cli, e.config().Docker.Image, name)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	tw.WriteHeader(&tar.Header{Name: "half", Mode: 0o644, Size: 1})
@@ -138,7 +138,7 @@ func TestTreeFillCut(t *testing.T) {
 	if v.name != name || v.path != "/opt" || !filled {
 		t.Errorf("fillTree = %+v, filled %v; want %s over /opt, filled", v, filled, name)
 	}
-	if got := volumeFiles(t, cli, e.cfg.Docker.Image, name); len(got) != 1 || got[0] != "./"+treeMarker {
+	if got := volumeFiles(t, cli, e.config().Docker.Image, name); len(got) != 1 || got[0] != "./"+treeMarker {
 		t.Errorf("the refilled volume holds %q, want only the marker (the image's /opt is empty)", got)
 	}
 	if _, filled, err := e.fillTree(ctx, "/opt"); err != nil || filled {
@@ -153,7 +153,7 @@ func TestTreeFillCut(t *testing.T) {
 // and gives up with a clear error when it never goes.
 func TestTreeFillBusy(t *testing.T) {
 	e, cli, name := treeFixture(t)
-	lock, err := cli.ContainerCreate(context.Background(), client.ContainerCreateOptions{Name: name + "-fill", Config: &container.Config{Image: e.cfg.Docker.Image, Cmd: []string{"true"}}})
+	lock, err := cli.ContainerCreate(context.Background(), client.ContainerCreateOptions{Name: name + "-fill", Config: &container.Config{Image: e.config().Docker.Image, Cmd: []string{"true"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

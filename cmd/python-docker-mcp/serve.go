@@ -29,9 +29,12 @@ const stdioWorkers = 32
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-func newLogger(cfg config.Log, w io.Writer) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(cfg.Level))
+// newLogger logs at cfg's level, held in level so that a reload can change
+// it (log.level).
+func newLogger(cfg config.Log, level *slog.LevelVar, w io.Writer) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(cfg.Level))
+	level.Set(l)
 	opts := &slog.HandlerOptions{Level: level}
 	if cfg.Format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
@@ -67,7 +70,8 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 		return usageError(stderr, fmt.Errorf("serve takes no arguments, got %q", args))
 	}
 	cfg := l.Config
-	log := newLogger(cfg.Log, stderr)
+	level := new(slog.LevelVar)
+	log := newLogger(cfg.Log, level, stderr)
 	slog.SetDefault(log)
 	for _, w := range l.Warnings {
 		log.Warn(w)
@@ -122,18 +126,15 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 		}
 	}()
 
+	// One owner of the configuration in force: the policy, the executor
+	// and the tool descriptions all take theirs from it, in one reload.
+	run := newRunning(cfg, log, level)
+	run.policy = gate.Reload
+	run.exec = exec.Reload
 	watcher := config.NewWatcher(g.options(), l)
 	watcher.OnError(func(err error) {
-		log.Error("config reload failed; keeping the running configuration", "err", err)
+		log.Error("config reload failed: the file does not load; nothing applied, the running configuration is kept", "err", err)
 	})
-	watcher.Subscribe(func(nl *config.Loaded) {
-		if err := gate.Reload(ctx, nl.Config); err != nil {
-			log.Error("policy reload failed; keeping the running policy", "err", err)
-			return
-		}
-		log.Info("configuration reloaded", "file", nl.File)
-	})
-	go watcher.Run(ctx)
 
 	sessions := newHTTPSessions()
 	if f := cfg.Server.SessionKeyFile; f != "" && cfg.Server.Transport == "http" {
@@ -150,7 +151,7 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 	}
 	m := metrics.New(metrics.Sources{Executor: exec.Stats, MCPSessions: mcpSessions})
 	srv := mcpserver.New(mcpserver.Deps{
-		Config:     func() config.Config { return watcher.Current().Config },
+		Config:     run.Config,
 		Gate:       gate,
 		Exec:       exec,
 		Installer:  exec,
@@ -159,6 +160,13 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 		Version:    version,
 		Middleware: []server.ToolHandlerMiddleware{m.Middleware, audit(gate, log)},
 	})
+	run.told = func(old, cfg config.Config) {
+		if srv.Reconfigured(old, cfg) {
+			log.Info("config reload: the tools' descriptions changed; clients were told (notifications/tools/list_changed)")
+		}
+	}
+	watcher.Subscribe(func(nl *config.Loaded) { run.apply(ctx, nl) })
+	go watcher.Run(ctx)
 
 	if addr := cfg.Server.MetricsAddr; addr != "" {
 		stopMetrics, err := serveMetrics(ctx, addr, m, log)

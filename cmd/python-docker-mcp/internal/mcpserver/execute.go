@@ -272,11 +272,15 @@ func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, tool, lan
 		StateKeys: stateKeys,
 		Imports:   facts.Imports,
 		Modules:   executor.ModuleRules{Allowed: dec.Modules.Allowed, Blocked: dec.Modules.Blocked},
+		// The limits the caller asked for, which the policy judged; the
+		// executor fills the others with the maxima in force when the
+		// call begins (the decision's are the same, unless a reload came
+		// in between: then the executor's are the current ones).
 		Limits: executor.Limits{
-			Timeout: time.Duration(dec.Limits.Timeout * float64(time.Second)),
-			Memory:  dec.Limits.Memory,
-			CPUs:    dec.Limits.CPUs,
-			Pids:    dec.Limits.Pids,
+			Timeout: time.Duration(in.LimitsRequested.Timeout * float64(time.Second)),
+			Memory:  in.LimitsRequested.Memory,
+			CPUs:    in.LimitsRequested.CPUs,
+			Pids:    in.LimitsRequested.Pids,
 		},
 		Capabilities: &executor.Capabilities{
 			Processes:  dec.Capabilities.Processes,

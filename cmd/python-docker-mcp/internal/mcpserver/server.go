@@ -14,8 +14,8 @@ package mcpserver
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -86,8 +86,8 @@ type Server struct {
 	outputs *outputStore
 
 	toolsMu  sync.Mutex
-	toolsKey string     // the config fields the descriptions were built from
-	tools    []mcp.Tool // Tools of that config
+	toolsCfg config.Config // the configuration the descriptions were built from
+	tools    []mcp.Tool    // Tools of that config
 }
 
 // New registers the tools and the session-file resource template.
@@ -111,7 +111,7 @@ func New(d Deps) *Server {
 		server.WithInstructions("Runs Python 3.13 in hardened, network-less Docker sandboxes. "+
 			"Use execute-transient for one-off code (carry variables with `state`), execute-persistent for a session whose variables and files persist. "+
 			"Code is checked by a static gate and a policy first; a refusal lists each violation with its line."),
-		server.WithToolCapabilities(false),
+		server.WithToolCapabilities(true), // tools/list_changed when a reload changes the descriptions
 		server.WithResourceCapabilities(false, false),
 		server.WithLogging(),
 		server.WithRecovery(),
@@ -142,15 +142,13 @@ func New(d Deps) *Server {
 }
 
 // currentTools gives tools/list the descriptions of the configuration in
-// force (a reload may change the image packages, the timeout, the output
-// cap or the module rules); the schemas themselves never change.
+// force (a reload may change the timeout, the output caps, the module rules
+// or whether bash runs); the schemas' shapes never change.
 func (s *Server) currentTools(_ context.Context, tools []mcp.Tool) []mcp.Tool {
 	cfg := s.d.Config()
-	key := fmt.Sprint(cfg.Docker.Image, cfg.Image.Packages, cfg.Docker.Timeout, cfg.Limits.MaxOutputBytes,
-		cfg.Outputs.MaxStreamBytes, cfg.Outputs.TTL, cfg.AllowedModules, cfg.BlockedModules)
 	s.toolsMu.Lock()
-	if key != s.toolsKey {
-		s.toolsKey, s.tools = key, Tools(cfg)
+	if s.tools == nil || !reflect.DeepEqual(cfg, s.toolsCfg) {
+		s.toolsCfg, s.tools = cfg, Tools(cfg)
 	}
 	current := s.tools
 	s.toolsMu.Unlock()
@@ -166,6 +164,18 @@ func (s *Server) currentTools(_ context.Context, tools []mcp.Tool) []mcp.Tool {
 		out[i] = t
 	}
 	return out
+}
+
+// Reconfigured tells connected clients that the tools changed
+// (notifications/tools/list_changed) when old and cfg describe them
+// differently; the server's Config already returns cfg. Called by the
+// reload, after the configuration is in force.
+func (s *Server) Reconfigured(old, cfg config.Config) bool {
+	if reflect.DeepEqual(Tools(old), Tools(cfg)) {
+		return false
+	}
+	s.mcp.SendNotificationToAllClients(mcp.MethodNotificationToolsListChanged, nil)
+	return true
 }
 
 // MCP returns the mcp-go server, for the stdio and HTTP transports.

@@ -322,3 +322,28 @@ func TestDescriptionsFollowReload(t *testing.T) {
 		t.Error("a reloaded blocked_modules is not in the descriptions")
 	}
 }
+
+// TestReconfiguredSaysWhenToolsChanged: a reload that changes what the
+// descriptions state counts as a change of the tools (clients are told),
+// one that changes nothing they state does not; languages.bash.enabled
+// is among what they state.
+func TestReconfiguredSaysWhenToolsChanged(t *testing.T) {
+	cfg := config.Default()
+	srv := New(Deps{Config: func() config.Config { return cfg }, Version: "test"})
+	other := cfg
+	other.Sessions.MaxTotal = 99
+	if srv.Reconfigured(cfg, other) {
+		t.Error("sessions.max_total is in no description, yet the tools changed")
+	}
+	for name, edit := range map[string]func(*config.Config){
+		"docker.timeout":          func(c *config.Config) { c.Docker.Timeout = config.Duration(time.Minute) },
+		"limits.max_output_bytes": func(c *config.Config) { c.Limits.MaxOutputBytes = 1 << 10 },
+		"languages.bash.enabled":  func(c *config.Config) { c.Languages.Bash.Enabled = true },
+	} {
+		next := cfg
+		edit(&next)
+		if !srv.Reconfigured(cfg, next) {
+			t.Errorf("%s changed: the tools did not", name)
+		}
+	}
+}
