@@ -91,6 +91,7 @@ var Reloads = map[string]Reload{
 	"limits.max_state_bytes":   Live,
 	"limits.max_image_bytes":   Live,
 	"limits.max_code_bytes":    Live,
+	"limits.max_file_bytes":    Live,
 	"outputs.max_stream_bytes": Live,
 	"outputs.max_total_bytes":  Live,
 	"outputs.ttl":              Live,

@@ -436,14 +436,14 @@ func TestPoolRetiresFrozenSandbox(t *testing.T) {
 	})
 	freeze := func(all bool) {
 		t.Helper()
-		e.pool.mu.Lock()
+		e.pool().mu.Lock()
 		var ids []string
-		for i, it := range e.pool.idle {
-			if all || i == pick(e.pool.idle, nil, "") {
+		for i, it := range e.pool().idle {
+			if all || i == pick(e.pool().idle, nil, "") {
 				ids = append(ids, it.sb.id)
 			}
 		}
-		e.pool.mu.Unlock()
+		e.pool().mu.Unlock()
 		for _, id := range ids {
 			if _, err := cli.ContainerPause(ctx, id, client.ContainerPauseOptions{}); err != nil {
 				t.Fatalf("pause %s: %v", id, err)
@@ -461,9 +461,9 @@ func TestPoolRetiresFrozenSandbox(t *testing.T) {
 	}
 
 	freeze(false) // the sandbox the call would get
-	hits := e.pool.hits.Load()
+	hits := e.pool().hits.Load()
 	run()
-	if got := e.pool.hits.Load() - hits; got != 1 {
+	if got := e.pool().hits.Load() - hits; got != 1 {
 		t.Errorf("%d calls served from the pool, want 1: the other pooled sandbox", got)
 	}
 

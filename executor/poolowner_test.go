@@ -29,8 +29,8 @@ func TestFakePoolIdleCap(t *testing.T) {
 	e := newFakeOn(t, fb, func(c *config.Config) {
 		c.Pool = config.Pool{Enabled: true, Size: 2, MaxSize: 2, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 2}
 	})
-	eventually(t, "both pools fill", func() bool { return e.pool.idleCount() == 2 && e.spool.idleCount() == 1 })
-	setTook(e.pool, time.Hour, time.Millisecond) // misses start cold at once
+	eventually(t, "both pools fill", func() bool { return e.pool().idleCount() == 2 && e.spool().idleCount() == 1 })
+	setTook(e.pool(), time.Hour, time.Millisecond) // misses start cold at once
 	ctx := tctx(t, time.Minute)
 
 	block.Store(2)
@@ -40,9 +40,9 @@ func TestFakePoolIdleCap(t *testing.T) {
 		}
 	}
 	eventually(t, "two refills are held back", func() bool {
-		e.pool.mu.Lock()
-		defer e.pool.mu.Unlock()
-		return len(e.pool.inflight) == 2
+		e.pool().mu.Lock()
+		defer e.pool().mu.Unlock()
+		return len(e.pool().inflight) == 2
 	})
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
@@ -51,18 +51,18 @@ func TestFakePoolIdleCap(t *testing.T) {
 			t.Fatal("a cancelled call ran")
 		}
 	}
-	eventually(t, "the cancelled calls' cold starts join the pool", func() bool { return e.pool.idleCount() == 2 })
+	eventually(t, "the cancelled calls' cold starts join the pool", func() bool { return e.pool().idleCount() == 2 })
 	close(release)
 	eventually(t, "the refills land", func() bool {
-		e.pool.mu.Lock()
-		defer e.pool.mu.Unlock()
-		return len(e.pool.inflight) == 0
+		e.pool().mu.Lock()
+		defer e.pool().mu.Unlock()
+		return len(e.pool().inflight) == 0
 	})
 	time.Sleep(100 * time.Millisecond) // a fill pass after the refills
-	if n := e.pool.idleCount(); n > 2 {
+	if n := e.pool().idleCount(); n > 2 {
 		t.Errorf("the pool holds %d idle sandboxes, over pool.max_size 2", n)
 	}
-	eventually(t, "nothing but the pools' sandboxes is left", func() bool { return fb.Live() == e.pool.idleCount()+e.spool.idleCount() })
+	eventually(t, "nothing but the pools' sandboxes is left", func() bool { return fb.Live() == e.pool().idleCount()+e.spool().idleCount() })
 }
 
 // Preload classes are learned per principal: the class learned from
@@ -74,7 +74,7 @@ func TestFakePoolClassesPerPrincipal(t *testing.T) {
 	e, fb := newFake(t, func(c *config.Config) {
 		c.Pool = config.Pool{Enabled: true, Size: 1, MaxSize: 1, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 1}
 	})
-	eventually(t, "the pool fills", func() bool { return e.pool.idleCount() == 1 })
+	eventually(t, "the pool fills", func() bool { return e.pool().idleCount() == 1 })
 	ctx := tctx(t, time.Minute)
 	sympy := []analyze.Import{{Module: "sympy", Line: 1}}
 	call := func(owner string, imps []analyze.Import) {
@@ -84,19 +84,19 @@ func TestFakePoolClassesPerPrincipal(t *testing.T) {
 		}
 	}
 	classes := func() map[string]int {
-		e.pool.mu.Lock()
-		defer e.pool.mu.Unlock()
-		return e.pool.idleByClass()
+		e.pool().mu.Lock()
+		defer e.pool().mu.Unlock()
+		return e.pool().idleByClass()
 	}
 	call("alice", sympy)
 	alices := ownedClass("alice", "sympy")
 	eventually(t, "the pool makes alice's class", func() bool { return classes()[alices] == 1 })
 
-	hits := e.pool.hits.Load()
+	hits := e.pool().hits.Load()
 	for range 2 { // bob's class then outweighs alice's in the plan
 		call("bob", sympy) // needs what alice's sandbox has
 	}
-	if got := e.pool.hits.Load(); got != hits {
+	if got := e.pool().hits.Load(); got != hits {
 		t.Errorf("bob was served %d time(s) from a pool that held only alice's class", got-hits)
 	}
 	eventually(t, "the pool holds a sandbox bob may have instead of alice's, within its cap", func() bool {
@@ -104,7 +104,7 @@ func TestFakePoolClassesPerPrincipal(t *testing.T) {
 		return c[alices] == 0 && c[""]+c[ownedClass("bob", "sympy")] == 1
 	})
 	call("bob", sympy)
-	if got := e.pool.hits.Load(); got != hits+1 {
+	if got := e.pool().hits.Load(); got != hits+1 {
 		t.Errorf("bob's call once the pool had his sandbox: %d hits, want 1", got-hits)
 	}
 	if n := fb.MaxRuns(); n != 1 {
