@@ -111,7 +111,8 @@ func (l *Ledger) Source(name string, use func() Use) {
 
 // Use is a quota's use now, over every principal.
 type Use struct {
-	// Total is the sum over principals; Top the largest of one principal.
+	// Total is the sum over principals; Top the largest of one principal
+	// (-1 when the source does not know it).
 	Total, Top int64
 }
 
