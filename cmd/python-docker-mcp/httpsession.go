@@ -21,6 +21,8 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/auth"
+	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/quota"
+	"github.com/python-docker-mcp/python-docker-mcp/policy"
 )
 
 // httpSessions issues the Streamable HTTP session ids (Mcp-Session-Id) of
@@ -50,7 +52,20 @@ type httpSessions struct {
 	// (notifications/cancelled on its session) ends its HTTP response
 	// without a JSON-RPC reply.
 	inflight map[inflightKey]*inflightReq
+	// ledger counts each subject's live ids against quotas' transport
+	// session quota (policy.QuotaTransportSessions; nil quotas: none).
+	ledger *quota.Ledger
+	quotas quotasFunc
 }
+
+// reservation is the transport-session quota an initialize request took;
+// the id it is issued takes it over, else it is given back.
+type reservation struct {
+	release func()
+	used    atomic.Bool
+}
+
+type reservationKey struct{}
 
 type inflightKey struct{ session, id string }
 
@@ -60,7 +75,7 @@ type inflightReq struct {
 }
 
 func newHTTPSessions() *httpSessions {
-	return &httpSessions{subs: map[string]string{}, ended: map[string]bool{}, inflight: map[inflightKey]*inflightReq{}}
+	return &httpSessions{subs: map[string]string{}, ended: map[string]bool{}, inflight: map[inflightKey]*inflightReq{}, ledger: quota.New()}
 }
 
 // maxEnded bounds the terminated ids remembered.
@@ -119,6 +134,7 @@ func (s *httpSessions) check(id, sub string) error {
 	if !ok && !s.ended[id] && s.signedBy(id, sub) {
 		// Issued by another replica to this subject.
 		s.subs[id], owner, ok = sub, sub, true
+		s.ledger.Add(policy.QuotaTransportSessions, sub, 1)
 	}
 	switch {
 	case !ok:
@@ -137,6 +153,7 @@ func (s *httpSessions) ResolveSessionIdManager(r *http.Request) server.SessionId
 	if r != nil {
 		p, _ := auth.PrincipalFrom(r.Context())
 		m.sub, m.bound = p.Sub, true
+		m.res, _ = r.Context().Value(reservationKey{}).(*reservation)
 	}
 	return m
 }
@@ -146,6 +163,7 @@ type sessionIDs struct {
 	s     *httpSessions
 	sub   string
 	bound bool
+	res   *reservation // the initialize request's quota, if it took one
 }
 
 func (m *sessionIDs) Generate() string {
@@ -158,6 +176,9 @@ func (m *sessionIDs) Generate() string {
 	m.s.mu.Lock()
 	m.s.subs[id] = m.sub
 	m.s.mu.Unlock()
+	if m.res == nil || !m.res.used.CompareAndSwap(false, true) {
+		m.s.ledger.Add(policy.QuotaTransportSessions, m.sub, 1)
+	}
 	return id
 }
 
@@ -181,6 +202,9 @@ func (m *sessionIDs) Terminate(id string) (bool, error) {
 		}
 	}
 	m.s.mu.Lock()
+	if owner, ok := m.s.subs[id]; ok {
+		m.s.ledger.Add(policy.QuotaTransportSessions, owner, -1)
+	}
 	delete(m.s.subs, id)
 	if m.s.key != nil {
 		if len(m.s.ended) >= maxEnded {
@@ -230,7 +254,7 @@ func (s *httpSessions) Middleware(next http.Handler) http.Handler {
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			h = scanHead(body)
 			if h.method == string(mcp.MethodInitialize) {
-				next.ServeHTTP(w, r)
+				s.initialize(w, r, body, next)
 				return
 			}
 		}
@@ -290,6 +314,37 @@ func (s *httpSessions) Middleware(next http.Handler) http.Handler {
 			w.WriteHeader(http.StatusOK)
 		}
 	})
+}
+
+// initialize lets an initialize request through when its subject holds
+// fewer transport sessions than its quota; the id it is issued counts.
+func (s *httpSessions) initialize(w http.ResponseWriter, r *http.Request, body []byte, next http.Handler) {
+	if s.quotas == nil {
+		next.ServeHTTP(w, r)
+		return
+	}
+	p, _ := auth.PrincipalFrom(r.Context())
+	q, ok := s.quotas(r.Context(), p)[policy.QuotaTransportSessions]
+	if !ok {
+		next.ServeHTTP(w, r)
+		return
+	}
+	release, err := s.ledger.Take(policy.QuotaTransportSessions, p.Sub, 1, 0, q)
+	if err != nil {
+		qe := err.(*quota.Error)
+		qe.Hint = "end sessions this subject no longer uses (HTTP DELETE with their Mcp-Session-Id)"
+		var msg struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.Unmarshal(body, &msg)
+		writeQuotaError(w, msg.ID, qe)
+		return
+	}
+	res := &reservation{release: release}
+	next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), reservationKey{}, res)))
+	if !res.used.Load() {
+		release() // no id was issued
+	}
 }
 
 // cancel ends the HTTP response of an in-flight request; mcp-go then

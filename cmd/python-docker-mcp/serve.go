@@ -15,6 +15,7 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/auth"
 	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/mcpserver"
 	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/metrics"
+	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/quota"
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
@@ -148,7 +149,13 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 		}
 		return 1
 	}
-	m := metrics.New(metrics.Sources{Executor: exec.Stats, MCPSessions: mcpSessions})
+	// One ledger for every quota the server counts; the policy decides
+	// each principal's bounds.
+	ledger := quota.New()
+	ledger.Source(policy.QuotaSessions, func() quota.Use { return quota.Use{Total: int64(exec.Stats().Sessions), Top: -1} })
+	sessions.ledger, sessions.quotas = ledger, engineQuotas(gate)
+	m := metrics.New(metrics.Sources{Executor: exec.Stats, MCPSessions: mcpSessions,
+		Quotas: func() []quota.Stat { return ledger.Stats(policy.QuotaNames) }})
 	srv := mcpserver.New(mcpserver.Deps{
 		Config:     func() config.Config { return watcher.Current().Config },
 		Gate:       gate,
@@ -158,6 +165,7 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 		Logger:     log,
 		Version:    version,
 		Middleware: []server.ToolHandlerMiddleware{m.Middleware, audit(gate, log)},
+		Quotas:     ledger,
 	})
 
 	if addr := cfg.Server.MetricsAddr; addr != "" {
@@ -227,7 +235,7 @@ func serveHTTP(ctx context.Context, cfg config.Config, srv *mcpserver.Server, se
 	mcpHTTP := server.NewStreamableHTTPServer(srv.MCP(), server.WithEndpointPath(cfg.Server.Path), server.WithStreamableHTTPLogger(log),
 		server.WithSessionIdManagerResolver(sessions), server.WithSessionIdleTTL(httpSessionIdleTTL))
 	mux := http.NewServeMux()
-	mux.Handle(cfg.Server.Path, limitBody(int64(cfg.Server.MaxBodyBytes), a.Middleware(sessions.Middleware(exactHTTPIDs(mcpHTTP)))))
+	mux.Handle(cfg.Server.Path, limitBody(int64(cfg.Server.MaxBodyBytes), a.Middleware(inflightBytes(sessions.ledger, sessions.quotas, sessions.Middleware(exactHTTPIDs(mcpHTTP))))))
 	if cfg.Server.MetricsAddr == "" {
 		mux.Handle("/metrics", m.Handler())
 	}
