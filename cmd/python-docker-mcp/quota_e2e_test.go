@@ -93,7 +93,9 @@ func checkQuotaRefusal(t *testing.T, what string, res *sdk.CallToolResult, name 
 // subject B's call runs.
 func TestQuotaSandboxesPerSubject(t *testing.T) {
 	url, token, connect := quotaServer(t, "--set", "quotas.sandboxes=1")
-	alice, err := connect(token("alice"), "")
+	// Alice's long call is cancelled: over the protocol with sessions,
+	// where a cancellation is bound to its session.
+	alice, err := connect(token("alice"), legacyProtocol)
 	if err != nil {
 		t.Fatal(err)
 	}
