@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -244,4 +245,59 @@ func TestQuotaTransportSessionsPerSubject(t *testing.T) {
 		t.Errorf("alice's initialize after ending a session: %d %s", resp.StatusCode, body)
 	}
 	waitMetric(t, url, `python_docker_mcp_quota_refusals_total{quota="transport_sessions"} 21`)
+}
+
+// TestQuotaInflightBytesPerSubject: while subject A's large request is in
+// flight, A's next one past quotas.inflight_bytes is refused with a
+// JSON-RPC error naming the quota, while B's request of the same size is
+// answered.
+func TestQuotaInflightBytesPerSubject(t *testing.T) {
+	url, token, _ := quotaServer(t, "--set", "server.max_body_bytes=64k", "--set", "quotas.inflight_bytes=100k")
+	alice, bob := token("alice"), token("bob")
+	session := func(tok string) string {
+		t.Helper()
+		resp, body := post(t, "POST", url, tok, "", initializeLegacy)
+		id := resp.Header.Get("Mcp-Session-Id")
+		if resp.StatusCode != 200 || id == "" {
+			t.Fatalf("initialize: %d %s", resp.StatusCode, body)
+		}
+		post(t, "POST", url, tok, id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		return id
+	}
+	call := func(id int, code string) string {
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call",
+			"params": map[string]any{"name": "execute-transient", "arguments": map[string]any{"code": code}}})
+		return string(b)
+	}
+	pad := "# " + strings.Repeat("x", 60000) + "\n"
+	as, bs := session(alice), session(bob)
+	long := call(7, pad+"import time\ntime.sleep(120)")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		post(t, "POST", url, alice, as, long)
+	}()
+	waitMetric(t, url, `python_docker_mcp_quota_use{quota="inflight_bytes"} `+strconv.Itoa(len(long)))
+
+	resp, body := post(t, "POST", url, alice, as, call(8, pad+"1"))
+	var reply struct {
+		ID    int `json:"id"`
+		Error struct {
+			Code    int            `json:"code"`
+			Message string         `json:"message"`
+			Data    map[string]any `json:"data"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(body), &reply); err != nil || reply.ID != 8 || reply.Error.Code != quotaErrorCode ||
+		reply.Error.Data["quota"] != "inflight_bytes" || reply.Error.Data["use"] != float64(len(long)) || reply.Error.Data["max"] != float64(100<<10) ||
+		!strings.Contains(reply.Error.Message, "quotas.inflight_bytes") {
+		t.Errorf("alice's second large request: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := post(t, "POST", url, bob, bs, call(8, pad+"6*7")); resp.StatusCode != 200 || !strings.Contains(body, `result: 42`) {
+		t.Errorf("bob's request while alice is at her quota: %d %.300s", resp.StatusCode, body)
+	}
+	post(t, "POST", url, alice, as, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}`)
+	<-done
+	waitMetric(t, url, `python_docker_mcp_quota_use{quota="inflight_bytes"} 0`)
+	waitMetric(t, url, `python_docker_mcp_quota_refusals_total{quota="inflight_bytes"} 1`)
 }
