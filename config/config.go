@@ -36,6 +36,7 @@ type Config struct {
 	Languages Languages `koanf:"languages" json:"languages"`
 	Limits    Limits    `koanf:"limits" json:"limits"`
 	Outputs   Outputs   `koanf:"outputs" json:"outputs"`
+	Quotas    Quotas    `koanf:"quotas" json:"quotas"`
 	Server    Server    `koanf:"server" json:"server"`
 	Auth      Auth      `koanf:"auth" json:"auth"`
 	Log       Log       `koanf:"log" json:"log"`
@@ -232,6 +233,28 @@ type Outputs struct {
 	TTL            Duration `koanf:"ttl" json:"ttl"`
 }
 
+// Quotas bound what one principal (a token's subject; the local user over
+// stdio) may hold at once, so that one cannot starve the others. The
+// policy hands them to the server per principal (rules may lower them,
+// never raise them); the server refuses what would go past one. The
+// persistent sessions a principal holds are bounded by
+// sessions.max_per_owner.
+type Quotas struct {
+	// Sandboxes caps the sandboxes one principal uses at once: its
+	// running execute calls that start a sandbox plus the containers of
+	// its persistent sessions.
+	Sandboxes int `koanf:"sandboxes" json:"sandboxes"`
+	// TransportSessions caps the Streamable HTTP sessions (Mcp-Session-Id,
+	// protocol versions before 2026-07-28) one subject holds.
+	TransportSessions int `koanf:"transport_sessions" json:"transport_sessions"`
+	// OutputBytes caps the kept outputs (sandbox-output:// resources) of
+	// one principal; its oldest go first, never another principal's.
+	OutputBytes Size `koanf:"output_bytes" json:"output_bytes"`
+	// InflightBytes caps the request bodies of one principal being handled
+	// at once over HTTP.
+	InflightBytes Size `koanf:"inflight_bytes" json:"inflight_bytes"`
+}
+
 // Server configures the MCP transport.
 type Server struct {
 	// Transport is "stdio" or "http".
@@ -351,6 +374,12 @@ func Default() Config {
 			MaxStreamBytes: 4 << 20,
 			MaxTotalBytes:  64 << 20,
 			TTL:            Duration(30 * time.Minute),
+		},
+		Quotas: Quotas{
+			Sandboxes:         8,
+			TransportSessions: 64,
+			OutputBytes:       16 << 20,
+			InflightBytes:     8 << 20,
 		},
 		Server: Server{
 			Transport:    "stdio",

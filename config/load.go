@@ -668,6 +668,18 @@ func validate(c Config, source func(key string) string) Errors {
 	if c.Outputs.MaxStreamBytes < c.Limits.MaxOutputBytes {
 		bad("outputs.max_stream_bytes", c.Outputs.MaxStreamBytes, fmt.Sprintf("want at least limits.max_output_bytes (%d bytes): it is what is kept of a stream that was cut for display", int64(c.Limits.MaxOutputBytes)))
 	}
+	if c.Quotas.Sandboxes < 1 {
+		bad("quotas.sandboxes", c.Quotas.Sandboxes, "want 1 or more")
+	}
+	if c.Quotas.TransportSessions < 1 {
+		bad("quotas.transport_sessions", c.Quotas.TransportSessions, "want 1 or more")
+	}
+	if c.Quotas.OutputBytes <= 0 {
+		bad("quotas.output_bytes", c.Quotas.OutputBytes, "want a positive size, e.g. 16m")
+	}
+	if c.Quotas.InflightBytes < c.Server.MaxBodyBytes {
+		bad("quotas.inflight_bytes", c.Quotas.InflightBytes, fmt.Sprintf("want at least server.max_body_bytes (%d bytes), or no request of that size could ever be handled", int64(c.Server.MaxBodyBytes)))
+	}
 	if c.Outputs.TTL.D() <= 0 {
 		bad("outputs.ttl", c.Outputs.TTL, "want a positive duration, e.g. 30m")
 	}

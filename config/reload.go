@@ -95,6 +95,11 @@ var Reloads = map[string]Reload{
 	"outputs.max_stream_bytes": Live,
 	"outputs.max_total_bytes":  Live,
 	"outputs.ttl":              Live,
+	// Quotas: decided by the policy at each call or request.
+	"quotas.sandboxes":          Live,
+	"quotas.transport_sessions": Live,
+	"quotas.output_bytes":       Live,
+	"quotas.inflight_bytes":     Live,
 	// The transport, its listeners and authentication.
 	"server.transport":        Restart,
 	"server.addr":             Restart,

@@ -171,8 +171,29 @@ func configData(cfg config.Config) (map[string]any, Limits, error) {
 		"limits":          limits,
 		"max_code_bytes":  int64(cfg.Limits.MaxCodeBytes),
 		"sessions":        map[string]any{"max_per_owner": cfg.Sessions.MaxPerOwner},
+		"quotas":          quotasData(configuredQuotas(cfg)),
 		"languages":       map[string]any{"bash": map[string]any{"enabled": cfg.Languages.Bash.Enabled}},
 	}, max, nil
+}
+
+// configuredQuotas are the quotas the configuration gives every principal.
+func configuredQuotas(cfg config.Config) Quotas {
+	return Quotas{
+		QuotaSandboxes:         {Max: int64(cfg.Quotas.Sandboxes), Key: "quotas.sandboxes"},
+		QuotaSessions:          {Max: int64(cfg.Sessions.MaxPerOwner), Key: "sessions.max_per_owner"},
+		QuotaTransportSessions: {Max: int64(cfg.Quotas.TransportSessions), Key: "quotas.transport_sessions"},
+		QuotaOutputBytes:       {Max: int64(cfg.Quotas.OutputBytes), Key: "quotas.output_bytes"},
+		QuotaInflightBytes:     {Max: int64(cfg.Quotas.InflightBytes), Key: "quotas.inflight_bytes"},
+	}
+}
+
+// quotasData is data.pydocker.config.quotas: NAME -> {max, key}.
+func quotasData(q Quotas) map[string]any {
+	out := make(map[string]any, len(q))
+	for name, v := range q {
+		out[name] = map[string]any{"max": v.Max, "key": v.Key}
+	}
+	return out
 }
 
 // nameList checks dotted names and returns them sorted, without

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -22,6 +24,10 @@ import (
 
 // Query is the document the engine evaluates for every decision.
 const Query = "data.pydocker.decision"
+
+// QuotasQuery is the document Engine.Quotas evaluates: the quotas of
+// data.pydocker.decision alone, with only the principal in the input.
+const QuotasQuery = "data.pydocker.quotas"
 
 // Engine is a compiled policy: the Rego modules and the configuration,
 // prepared once. It is immutable and safe for concurrent use; a new
@@ -37,6 +43,12 @@ type Engine struct {
 	allowedModules, blockedModules, blockedCalls []string
 	// configured is the capability ceiling the configuration gives.
 	configured Capabilities
+	// quotas are the configured quotas, the ceiling of every principal's;
+	// quotasQuery evaluates one principal's, kept in quotaCache.
+	quotas      Quotas
+	quotasQuery rego.PreparedEvalQuery
+	quotaMu     sync.Mutex
+	quotaCache  map[string]Quotas
 }
 
 // CompileError is returned by Load when Rego does not parse or compile,
@@ -159,7 +171,8 @@ func LoadFS(ctx context.Context, cfg config.Config, fsys fs.FS) (*Engine, error)
 	if len(problems) > 0 {
 		return nil, &CompileError{Problems: problems}
 	}
-	data["capability_packages"] = capabilityPackages(parsed)
+	data["capability_packages"] = rulePackages(parsed, "capability_denied")
+	data["quota_packages"] = rulePackages(parsed, "quota_max")
 	// One compiler for both queries: the modules are compiled once.
 	compiler := ast.NewCompiler().WithDefaultRegoVersion(ast.RegoV1).WithUseTypeCheckAnnotations(true)
 	derived, err := derive(ctx, compiler, parsed, data)
@@ -169,25 +182,37 @@ func LoadFS(ctx context.Context, cfg config.Config, fsys fs.FS) (*Engine, error)
 	blockedModules := lists("blocked_modules")
 	blockedModules = append(blockedModules, derived.blockedTwins...)
 	sort.Strings(blockedModules)
-	pq, err := rego.New(
-		rego.Query(Query),
-		rego.Compiler(compiler),
-		// Stored as AST values (converted once here, not on every read);
-		// round-tripped through JSON first so every value is plain JSON.
-		rego.Store(inmem.NewFromObjectWithOpts(map[string]any{"pydocker": map[string]any{"config": data}},
-			inmem.OptRoundTripOnWrite(true), inmem.OptReturnASTValuesOnRead(true))),
-		rego.SetRegoVersion(ast.RegoV1),
-		// A builtin that fails (to_number("x"), a bad regex) fails the
-		// evaluation instead of leaving a deny rule silently undefined:
-		// a policy that cannot judge must not allow.
-		rego.StrictBuiltinErrors(true),
-	).PrepareForEval(ctx)
+	// Stored as AST values (converted once here, not on every read);
+	// round-tripped through JSON first so every value is plain JSON.
+	store := inmem.NewFromObjectWithOpts(map[string]any{"pydocker": map[string]any{"config": data}},
+		inmem.OptRoundTripOnWrite(true), inmem.OptReturnASTValuesOnRead(true))
+	prepare := func(query string) (rego.PreparedEvalQuery, error) {
+		pq, err := rego.New(
+			rego.Query(query),
+			rego.Compiler(compiler),
+			rego.Store(store),
+			rego.SetRegoVersion(ast.RegoV1),
+			// A builtin that fails (to_number("x"), a bad regex) fails the
+			// evaluation instead of leaving a deny rule silently undefined:
+			// a policy that cannot judge must not allow.
+			rego.StrictBuiltinErrors(true),
+		).PrepareForEval(ctx)
+		if err != nil {
+			return pq, &CompileError{Problems: regoProblems("policy", err)}
+		}
+		return pq, nil
+	}
+	pq, err := prepare(Query)
 	if err != nil {
-		return nil, &CompileError{Problems: regoProblems("policy", err)}
+		return nil, err
+	}
+	qq, err := prepare(QuotasQuery)
+	if err != nil {
+		return nil, err
 	}
 	e := &Engine{query: pq, max: max, policy: cfg.Policy, maxCode: int(cfg.Limits.MaxCodeBytes), modules: names,
 		allowedModules: lists("allowed_modules"), blockedModules: blockedModules, blockedCalls: lists("blocked_calls"),
-		configured: derived.configured}
+		configured: derived.configured, quotasQuery: qq, quotas: configuredQuotas(cfg), quotaCache: map[string]Quotas{}}
 	// One evaluation now, so a policy without data.pydocker.decision (or
 	// one that fails on a plain input) is a load error, not a failure of
 	// the first request.
@@ -232,7 +257,69 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 	d.Modules.Blocked = append([]string{}, e.blockedModules...)
 	d.Calls.Blocked = append([]string{}, e.blockedCalls...)
 	d.Capabilities = within(d.Capabilities, e.configured)
+	obj, _ := rs[0].Expressions[0].Value.(map[string]any)
+	d.Quotas = e.withinQuotas(obj["quotas"])
 	return d, nil
+}
+
+// maxQuotaCache bounds the principals whose quotas an engine remembers.
+const maxQuotaCache = 4096
+
+// Quotas returns p's quotas, as a decision for p would carry them, for
+// the bounds the server keeps outside a tool call (transport sessions,
+// in-flight bytes). They are evaluated once per principal and engine (a
+// reload builds a new engine). Safe for concurrent use; an error means
+// the policy could not judge, and callers keep to the configured quotas
+// (Engine.ConfiguredQuotas) or refuse.
+func (e *Engine) Quotas(ctx context.Context, p Principal) (Quotas, error) {
+	key := p.Sub + "\x00" + strings.Join(p.Scopes, " ")
+	e.quotaMu.Lock()
+	q, ok := e.quotaCache[key]
+	e.quotaMu.Unlock()
+	if ok {
+		return q, nil
+	}
+	if p.Scopes == nil {
+		p.Scopes = []string{}
+	}
+	rs, err := e.quotasQuery.Eval(ctx, rego.EvalInput(map[string]any{"principal": map[string]any{"sub": p.Sub, "scopes": anyList(p.Scopes)}}))
+	if err != nil {
+		return nil, fmt.Errorf("evaluate %s: %w", QuotasQuery, err)
+	}
+	var v any
+	if len(rs) == 1 && len(rs[0].Expressions) == 1 {
+		v = rs[0].Expressions[0].Value
+	}
+	q = e.withinQuotas(v)
+	e.quotaMu.Lock()
+	if len(e.quotaCache) >= maxQuotaCache {
+		clear(e.quotaCache)
+	}
+	e.quotaCache[key] = q
+	e.quotaMu.Unlock()
+	return q, nil
+}
+
+// ConfiguredQuotas returns the quotas the configuration gives every
+// principal: the ceiling of each principal's.
+func (e *Engine) ConfiguredQuotas() Quotas { return maps.Clone(e.quotas) }
+
+// withinQuotas reads the quotas of a decision (NAME -> {max, key}): each
+// configured quota, lowered where the rules lowered it, never raised; one
+// the rules left out or made unreadable keeps the configured bound.
+func (e *Engine) withinQuotas(v any) Quotas {
+	obj, _ := v.(map[string]any)
+	out := make(Quotas, len(e.quotas))
+	for name, c := range e.quotas {
+		q := c
+		if o, ok := obj[name].(map[string]any); ok {
+			if m := number(o["max"]); m >= 0 && m < float64(c.Max) {
+				q.Max = int64(m)
+			}
+		}
+		out[name] = q
+	}
+	return out
 }
 
 // within is c with nothing the configuration does not allow (the rules
@@ -321,10 +408,10 @@ func derive(ctx context.Context, compiler *ast.Compiler, parsed []*ast.Module, d
 	return d, nil
 }
 
-// capabilityPackages lists the NAMEs of the packages
-// pydocker.rules.NAME that define capability_denied (rules/decision.rego
-// reads only those).
-func capabilityPackages(parsed []*ast.Module) []any {
+// rulePackages lists the NAMEs of the packages pydocker.rules.NAME that
+// define rule (capability_denied, quota_max): rules/decision.rego reads
+// only those.
+func rulePackages(parsed []*ast.Module, rule string) []any {
 	seen := map[string]bool{}
 	out := []any{}
 	for _, m := range parsed {
@@ -337,7 +424,7 @@ func capabilityPackages(parsed []*ast.Module) []any {
 			continue
 		}
 		for _, r := range m.Rules {
-			if ref := r.Head.Ref(); len(ref) > 0 && ref[0].Equal(ast.VarTerm("capability_denied")) {
+			if ref := r.Head.Ref(); len(ref) > 0 && ref[0].Equal(ast.VarTerm(rule)) {
 				seen[string(name)] = true
 				out = append(out, string(name))
 				break

@@ -158,7 +158,40 @@ type Decision struct {
 	// Capabilities are the capability classes the call's code may use,
 	// enforced in the kernel inside the sandbox.
 	Capabilities Capabilities `json:"capabilities"`
+	// Quotas are the principal's quotas, one for each Quota* name; never
+	// above the configuration. The server enforces them.
+	Quotas Quotas `json:"quotas"`
 }
+
+// The quotas a Decision carries (README "Quotas").
+const (
+	// QuotaSandboxes: sandboxes one principal uses at once (running
+	// execute calls plus its persistent sessions' containers).
+	QuotaSandboxes = "sandboxes"
+	// QuotaSessions: persistent sessions one principal holds.
+	QuotaSessions = "sessions"
+	// QuotaTransportSessions: Streamable HTTP sessions one subject holds.
+	QuotaTransportSessions = "transport_sessions"
+	// QuotaOutputBytes: bytes of kept outputs of one principal.
+	QuotaOutputBytes = "output_bytes"
+	// QuotaInflightBytes: bytes of one principal's requests being handled.
+	QuotaInflightBytes = "inflight_bytes"
+)
+
+// QuotaNames lists the quotas, in the order the README gives them.
+var QuotaNames = []string{QuotaSandboxes, QuotaSessions, QuotaTransportSessions, QuotaOutputBytes, QuotaInflightBytes}
+
+// Quota is one bound of a principal.
+type Quota struct {
+	// Max is the bound: a count, or bytes for the *_bytes quotas.
+	Max int64 `json:"max"`
+	// Key is the config key that sets it, for messages that say how to
+	// raise it.
+	Key string `json:"key"`
+}
+
+// Quotas are a principal's quotas by name.
+type Quotas map[string]Quota
 
 // Capabilities are the capability classes of a decision: what the code may
 // do whatever it imports (see executor.Capabilities for their meaning).

@@ -225,6 +225,7 @@ func TestDecisionLimitsAndLists(t *testing.T) {
 	want.Calls.Blocked = []string{"os.system"}
 	// The allowlist covers no module of any class; os blocked as well.
 	want.Capabilities = Capabilities{Sockets: []string{}}
+	want.Quotas = configuredQuotas(cfg)
 	if diff := cmp.Diff(want, d); diff != "" {
 		t.Errorf("decision (-want +got):\n%s", diff)
 	}

@@ -59,6 +59,23 @@ granted(class) if {
 	not capability_denied[class]
 }
 
+# The principal's quotas (README "Quotas"): each configured quota,
+# data.pydocker.config.quotas[NAME] = {max, key}, lowered by any rules
+# package's quota_max[NAME] for this input (e.g. quota_max.sandboxes := 1
+# if input.principal.sub == "guest"); never raised: the engine keeps the
+# configured bound where a rule asks for more. The engine lists the
+# packages that define quota_max in data.pydocker.config.quota_packages.
+quotas[name] := {"max": min({c.max} | quota_lowered(name)), "key": c.key} if {
+	some name, c in data.pydocker.config.quotas
+}
+
+quota_lowered(name) := {m |
+	some p in data.pydocker.config.quota_packages
+	m := data.pydocker.rules[p].quota_max[name]
+} if {
+	data.pydocker.config.quota_packages
+} else := {m | m := data.pydocker.rules[_].quota_max[name]}
+
 # The engine adds to this the effective limits (each requested limit, or
 # the configured maximum) and the module and call lists for the sandbox
 # runner, all from the configuration: Rego cannot raise them.
@@ -67,4 +84,5 @@ decision := {
 	"violations": violations,
 	"warnings": warnings,
 	"capabilities": capabilities,
+	"quotas": quotas,
 }

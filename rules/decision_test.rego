@@ -10,6 +10,12 @@ conf := {
 	# The packages that define capability_denied (the engine lists them):
 	# none, so operator rules loaded beside these tests do not count.
 	"capability_packages": [],
+	# Likewise for quota_max.
+	"quota_packages": [],
+	"quotas": {
+		"sandboxes": {"max": 8, "key": "quotas.sandboxes"},
+		"sessions": {"max": 5, "key": "sessions.max_per_owner"},
+	},
 	"limits": {
 		"timeout_seconds": {"max": 30, "key": "docker.timeout", "text": "30s"},
 		"memory_bytes": {"max": 536870912, "key": "docker.memory_limit", "text": "512m"},
@@ -30,6 +36,9 @@ test_allow if {
 	d == {"allow": true, "violations": set(), "warnings": set(), "capabilities": {
 		# os is blocked: no processes, no pty (os.fork, os.openpty)
 		"processes": false, "sockets": ["inet", "inet6", "unix"], "pty": false, "native_code": true,
+	}, "quotas": {
+		"sandboxes": {"max": 8, "key": "quotas.sandboxes"},
+		"sessions": {"max": 5, "key": "sessions.max_per_owner"},
 	}}
 }
 
@@ -91,4 +100,37 @@ test_packages_not_listed_are_not_read if {
 	d := pydocker.decision with input as code([], []) with data.pydocker.config as c
 		with data.pydocker.rules.op2.capability_denied as {"native_code"}
 	d.capabilities.native_code == true
+}
+
+# Each configured quota reaches the decision with its config key; operator
+# rules lower a principal's quota, the lowest wins, and one that asks for
+# more than the configuration leaves the configured bound.
+test_quotas_configured if {
+	d := pydocker.decision with input as code([], []) with data.pydocker.config as conf
+	d.quotas.sandboxes == {"max": 8, "key": "quotas.sandboxes"}
+}
+
+test_operator_rules_lower_quotas if {
+	c := json.patch(conf, [{"op": "replace", "path": "/quota_packages", "value": ["op1", "op2"]}])
+	d := pydocker.decision with input as code([], []) with data.pydocker.config as c
+		with data.pydocker.rules.op1.quota_max as {"sandboxes": 3, "sessions": 50}
+		with data.pydocker.rules.op2.quota_max as {"sandboxes": 2}
+	d.quotas == {
+		"sandboxes": {"max": 2, "key": "quotas.sandboxes"},
+		"sessions": {"max": 5, "key": "sessions.max_per_owner"},
+	}
+}
+
+test_quota_packages_not_listed_are_not_read if {
+	c := json.patch(conf, [{"op": "replace", "path": "/quota_packages", "value": ["op1"]}])
+	d := pydocker.decision with input as code([], []) with data.pydocker.config as c
+		with data.pydocker.rules.op2.quota_max as {"sandboxes": 1}
+	d.quotas.sandboxes.max == 8
+}
+
+test_quotas_every_package_read_without_the_list if {
+	c := json.patch(conf, [{"op": "remove", "path": "/quota_packages"}])
+	d := pydocker.decision with input as code([], []) with data.pydocker.config as c
+		with data.pydocker.rules.op.quota_max as {"sandboxes": 1}
+	d.quotas.sandboxes.max == 1
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -20,6 +21,8 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/auth"
+	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/quota"
+	"github.com/python-docker-mcp/python-docker-mcp/policy"
 )
 
 // httpSessions issues the Streamable HTTP session ids (Mcp-Session-Id) of
@@ -47,10 +50,23 @@ type httpSessions struct {
 	ended map[string]bool
 	// requests are the requests being handled, for notifications/cancelled.
 	requests requests
+	// ledger counts each subject's live ids against quotas' transport
+	// session quota (policy.QuotaTransportSessions; nil quotas: none).
+	ledger *quota.Ledger
+	quotas quotasFunc
 }
 
+// reservation is the transport-session quota an initialize request took;
+// the id it is issued takes it over, else it is given back.
+type reservation struct {
+	release func()
+	used    atomic.Bool
+}
+
+type reservationKey struct{}
+
 func newHTTPSessions() *httpSessions {
-	return &httpSessions{subs: map[string]string{}, ended: map[string]bool{}, requests: requests{m: map[requestKey][]*inflightReq{}}}
+	return &httpSessions{subs: map[string]string{}, ended: map[string]bool{}, requests: requests{m: map[requestKey][]*inflightReq{}}, ledger: quota.New()}
 }
 
 // maxEnded bounds the terminated ids remembered.
@@ -109,6 +125,7 @@ func (s *httpSessions) check(id, sub string) error {
 	if !ok && !s.ended[id] && s.signedBy(id, sub) {
 		// Issued by another replica to this subject.
 		s.subs[id], owner, ok = sub, sub, true
+		s.ledger.Add(policy.QuotaTransportSessions, sub, 1)
 	}
 	switch {
 	case !ok:
@@ -127,6 +144,7 @@ func (s *httpSessions) ResolveSessionIdManager(r *http.Request) server.SessionId
 	if r != nil {
 		p, _ := auth.PrincipalFrom(r.Context())
 		m.sub, m.bound = p.Sub, true
+		m.res, _ = r.Context().Value(reservationKey{}).(*reservation)
 	}
 	return m
 }
@@ -136,6 +154,7 @@ type sessionIDs struct {
 	s     *httpSessions
 	sub   string
 	bound bool
+	res   *reservation // the initialize request's quota, if it took one
 }
 
 func (m *sessionIDs) Generate() string {
@@ -148,6 +167,9 @@ func (m *sessionIDs) Generate() string {
 	m.s.mu.Lock()
 	m.s.subs[id] = m.sub
 	m.s.mu.Unlock()
+	if m.res == nil || !m.res.used.CompareAndSwap(false, true) {
+		m.s.ledger.Add(policy.QuotaTransportSessions, m.sub, 1)
+	}
 	return id
 }
 
@@ -171,6 +193,9 @@ func (m *sessionIDs) Terminate(id string) (bool, error) {
 		}
 	}
 	m.s.mu.Lock()
+	if owner, ok := m.s.subs[id]; ok {
+		m.s.ledger.Add(policy.QuotaTransportSessions, owner, -1)
+	}
 	delete(m.s.subs, id)
 	if m.s.key != nil {
 		if len(m.s.ended) >= maxEnded {
@@ -204,8 +229,10 @@ func (s *httpSessions) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		modern := mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion))
 		var h head
+		var body []byte
 		if r.Method == http.MethodPost {
-			body, err := io.ReadAll(r.Body)
+			var err error
+			body, err = io.ReadAll(r.Body)
 			if err != nil {
 				var tooBig *http.MaxBytesError
 				if errors.As(err, &tooBig) {
@@ -230,7 +257,7 @@ func (s *httpSessions) Middleware(next http.Handler) http.Handler {
 			return
 		}
 		if h.method == string(mcp.MethodInitialize) {
-			next.ServeHTTP(w, r)
+			s.initialize(w, r, body, next)
 			return
 		}
 		switch r.Method {
@@ -255,6 +282,37 @@ func (s *httpSessions) Middleware(next http.Handler) http.Handler {
 		}
 		s.requests.serve(w, r, next, h, requestKey{sub: p.Sub, session: id, id: h.id})
 	})
+}
+
+// initialize lets an initialize request through when its subject holds
+// fewer transport sessions than its quota; the id it is issued counts.
+func (s *httpSessions) initialize(w http.ResponseWriter, r *http.Request, body []byte, next http.Handler) {
+	if s.quotas == nil {
+		next.ServeHTTP(w, r)
+		return
+	}
+	p, _ := auth.PrincipalFrom(r.Context())
+	q, ok := s.quotas(r.Context(), p)[policy.QuotaTransportSessions]
+	if !ok {
+		next.ServeHTTP(w, r)
+		return
+	}
+	release, err := s.ledger.Take(policy.QuotaTransportSessions, p.Sub, 1, 0, q)
+	if err != nil {
+		qe := err.(*quota.Error)
+		qe.Hint = "end sessions this subject no longer uses (HTTP DELETE with their Mcp-Session-Id)"
+		var msg struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.Unmarshal(body, &msg)
+		writeQuotaError(w, msg.ID, qe)
+		return
+	}
+	res := &reservation{release: release}
+	next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), reservationKey{}, res)))
+	if !res.used.Load() {
+		release() // no id was issued
+	}
 }
 
 // trackingWriter records whether a response was started.

@@ -15,6 +15,7 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/auth"
 	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/mcpserver"
 	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/metrics"
+	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/quota"
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
@@ -149,7 +150,13 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 		}
 		return 1
 	}
-	m := metrics.New(metrics.Sources{Executor: exec.Stats, MCPSessions: mcpSessions})
+	// One ledger for every quota the server counts; the policy decides
+	// each principal's bounds.
+	ledger := quota.New()
+	ledger.Source(policy.QuotaSessions, func() quota.Use { return quota.Use{Total: int64(exec.Stats().Sessions), Top: -1} })
+	sessions.ledger, sessions.quotas = ledger, engineQuotas(gate)
+	m := metrics.New(metrics.Sources{Executor: exec.Stats, MCPSessions: mcpSessions,
+		Quotas: func() []quota.Stat { return ledger.Stats(policy.QuotaNames) }})
 	srv := mcpserver.New(mcpserver.Deps{
 		Config:     run.Config,
 		Gate:       gate,
@@ -159,6 +166,7 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 		Logger:     log,
 		Version:    version,
 		Middleware: []server.ToolHandlerMiddleware{m.Middleware, audit(gate, log)},
+		Quotas:     ledger,
 	})
 	run.told = func(old, cfg config.Config) {
 		if srv.Reconfigured(old, cfg) {
@@ -241,7 +249,7 @@ func serveHTTP(ctx context.Context, cfg config.Config, srv *mcpserver.Server, se
 	mcpHTTP := server.NewStreamableHTTPServer(srv.MCP(), server.WithEndpointPath(cfg.Server.Path), server.WithStreamableHTTPLogger(log),
 		server.WithSessionIdManagerResolver(sessions), server.WithSessionIdleTTL(httpSessionIdleTTL))
 	mux := http.NewServeMux()
-	mux.Handle(cfg.Server.Path, limitBody(int64(cfg.Server.MaxBodyBytes), a.Middleware(sessions.Middleware(exactHTTPIDs(mcpHTTP)))))
+	mux.Handle(cfg.Server.Path, limitBody(int64(cfg.Server.MaxBodyBytes), a.Middleware(inflightBytes(sessions.ledger, sessions.quotas, sessions.Middleware(exactHTTPIDs(mcpHTTP))))))
 	if cfg.Server.MetricsAddr == "" {
 		mux.Handle("/metrics", m.Handler())
 	}

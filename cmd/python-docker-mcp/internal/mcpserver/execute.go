@@ -11,6 +11,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/quota"
 	"github.com/python-docker-mcp/python-docker-mcp/executor"
 	"github.com/python-docker-mcp/python-docker-mcp/policy"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
@@ -42,7 +43,7 @@ type persistentArgs struct {
 // (see text); the structured content says how long they were, whether the
 // text shows them cut, and where their full text is.
 type runOut struct {
-	Status          string             `json:"status" jsonschema:"ok: ran to the end; error: the code raised; timeout/oom/killed: stopped by a limit; refused: the sandbox's own check refused; syntax_error: the code does not parse (CPython's message in error), nothing ran; denied: the policy refused, see violations; invalid: bad arguments (e.g. state keys), nothing ran."`
+	Status          string             `json:"status" jsonschema:"ok: ran to the end; error: the code raised; timeout/oom/killed: stopped by a limit; refused: the sandbox's own check refused; syntax_error: the code does not parse (CPython's message in error), nothing ran; denied: the policy refused, see violations; invalid: bad arguments (e.g. state keys), nothing ran; quota_exceeded: the caller holds all its quota allows, see quota, nothing ran."`
 	StdoutBytes     int64              `json:"stdout_bytes" jsonschema:"Length of stdout as the code wrote it. The text itself is in the result's text content, under --- stdout ---."`
 	StderrBytes     int64              `json:"stderr_bytes" jsonschema:"Length of stderr as the code wrote it."`
 	StdoutTruncated bool               `json:"stdout_truncated" jsonschema:"The text shows only the head and tail of stdout; stdout_uri has the full text."`
@@ -65,9 +66,12 @@ type runOut struct {
 	StateLost       bool               `json:"state_lost" jsonschema:"True once after the session's sandbox had to be restarted: its variables, imports and files are gone."`
 	Violations      []policy.Violation `json:"violations"`
 	Warnings        []policy.Violation `json:"warnings"`
+	Quota           *quota.Error       `json:"quota,omitempty" jsonschema:"The quota that refused the call (status quota_exceeded): its name, the caller's use, what it asked for, the bound and the config key that raises it."`
 
 	// The streams as shown, for the text content only.
 	stdout, stderr string
+	// notes are said in the text content after the streams.
+	notes []string
 }
 
 // stateSize documents executor.StateSize for the output schema.
@@ -259,7 +263,30 @@ func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, tool, lan
 	progress := s.progressFunc(ctx, req)
 	facts, dec, refusal := s.gate(ctx, tool, code, in, progress)
 	if refusal != nil {
+		for _, v := range dec.Violations {
+			if v.Rule == "sessions.max_per_owner" {
+				s.d.Quotas.Refused(policy.QuotaSessions)
+			}
+		}
 		return refusal, nil
+	}
+	if persistent && sessionID == "" {
+		if q, ok := dec.Quotas[policy.QuotaSessions]; ok && int64(in.Session.OwnerCount) >= q.Max {
+			s.d.Quotas.Refused(policy.QuotaSessions)
+			return s.quotaRefusal(ctx, tool, sessionID, &quota.Error{Quota: policy.QuotaSessions, Use: int64(in.Session.OwnerCount), Asked: 1, Max: q.Max, Key: q.Key,
+				Hint: "end one with " + ToolCleanupSession + " first"}), nil
+		}
+	}
+	if q, ok := dec.Quotas[policy.QuotaSandboxes]; ok && (!persistent || sessionID == "") {
+		// A call that starts a sandbox: a transient run, or a new session.
+		// Each session the principal holds keeps a sandbox.
+		release, err := s.d.Quotas.Take(policy.QuotaSandboxes, p.Sub, 1, int64(len(s.d.Exec.Sessions(p.Sub))), q)
+		if err != nil {
+			qe := err.(*quota.Error)
+			qe.Hint = "wait for a running call to end, or end a persistent session with " + ToolCleanupSession
+			return s.quotaRefusal(ctx, tool, sessionID, qe), nil
+		}
+		defer release()
 	}
 	if err := s.waitImage(ctx, progress); err != nil {
 		return s.failure(tool, sessionID, fmt.Errorf("the sandbox image is not available: %w", err)), nil
@@ -312,7 +339,16 @@ func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, tool, lan
 		res.SessionID = sessionID
 	}
 	s.logClient(ctx, mcp.LoggingLevelInfo, "run finished", map[string]any{"tool": tool, "status": res.Status, "duration_ms": res.DurationMS})
-	return s.render(p.Sub, res, dec.Warnings, !persistent), nil
+	return s.render(p.Sub, res, dec, !persistent), nil
+}
+
+// quotaRefusal renders a call a quota refused: status quota_exceeded, the
+// quota's figures and how to raise it.
+func (s *Server) quotaRefusal(ctx context.Context, tool, sessionID string, qe *quota.Error) *mcp.CallToolResult {
+	s.logClient(ctx, mcp.LoggingLevelWarning, "quota exceeded", map[string]any{"tool": tool, "quota": qe.Quota, "use": qe.Use, "max": qe.Max})
+	msg := "quota_exceeded: nothing was run: " + qe.Error()
+	return toolError(msg, runOut{Status: "quota_exceeded", Quota: qe, SessionID: sessionID,
+		Error: &runError{Type: "QuotaExceeded", Message: qe.Error()}}.sent())
 }
 
 // dropUnseen removes a session whose id never reached its client.
@@ -360,7 +396,8 @@ func (s *Server) failure(tool, sessionID string, err error) *mcp.CallToolResult 
 // render turns an executor result into the tool result: structured
 // content, one readable text block with the streams, figures as images,
 // created files and the full text of cut streams as resource links.
-func (s *Server) render(owner string, res *executor.Result, warnings []policy.Violation, transient bool) *mcp.CallToolResult {
+func (s *Server) render(owner string, res *executor.Result, dec policy.Decision, transient bool) *mcp.CallToolResult {
+	warnings := dec.Warnings
 	out := runOut{
 		Status: res.Status, stdout: res.Stdout, stderr: res.Stderr,
 		StdoutBytes: res.StdoutBytes, StderrBytes: res.StderrBytes,
@@ -398,8 +435,20 @@ func (s *Server) render(owner string, res *executor.Result, warnings []policy.Vi
 		cfg := s.d.Config()
 		s.outputs.setLimits(int64(cfg.Outputs.MaxTotalBytes), cfg.Outputs.TTL.D())
 		call := newCallID()
+		q, ok := dec.Quotas[policy.QuotaOutputBytes]
+		if !ok {
+			q = policy.Quota{Max: int64(cfg.Outputs.MaxTotalBytes), Key: "outputs.max_total_bytes"}
+		}
+		keep := func(what, stream, text string, total int64) string {
+			uri, err := s.outputs.put(owner, call, stream, text, total, q)
+			if err != nil {
+				s.d.Quotas.Refused(policy.QuotaOutputBytes)
+				out.notes = append(out.notes, what+" not kept: "+err.Error())
+			}
+			return uri
+		}
 		for _, f := range res.FileData {
-			uri := s.outputs.put(owner, call, "files/"+relPath(cfg.Docker.WorkingDir, f.Path), string(f.Data), int64(len(f.Data)))
+			uri := keep("file "+f.Path, "files/"+relPath(cfg.Docker.WorkingDir, f.Path), string(f.Data), int64(len(f.Data)))
 			if uri == "" {
 				continue
 			}
@@ -407,12 +456,12 @@ func (s *Server) render(owner string, res *executor.Result, warnings []policy.Vi
 			links = append(links, mcp.NewEmbeddedResource(resourceContents(uri, f.Path, f.Data)))
 		}
 		if res.StdoutFull != "" {
-			if out.StdoutURI = s.outputs.put(owner, call, "stdout", res.StdoutFull, out.StdoutBytes); out.StdoutURI != "" {
+			if out.StdoutURI = keep("full stdout", "stdout", res.StdoutFull, out.StdoutBytes); out.StdoutURI != "" {
 				links = append(links, mcp.NewResourceLink(out.StdoutURI, "stdout", fmt.Sprintf("full stdout of this call (%d bytes)", len(res.StdoutFull)), "text/plain"))
 			}
 		}
 		if res.StderrFull != "" {
-			if out.StderrURI = s.outputs.put(owner, call, "stderr", res.StderrFull, out.StderrBytes); out.StderrURI != "" {
+			if out.StderrURI = keep("full stderr", "stderr", res.StderrFull, out.StderrBytes); out.StderrURI != "" {
 				links = append(links, mcp.NewResourceLink(out.StderrURI, "stderr", fmt.Sprintf("full stderr of this call (%d bytes)", len(res.StderrFull)), "text/plain"))
 			}
 		}
@@ -531,6 +580,9 @@ func text(o runOut) string {
 		if len(o.ReturnedFiles) < len(o.DiscardedFiles) {
 			b.WriteString("to keep larger files, use execute-persistent and read-file\n")
 		}
+	}
+	for _, n := range o.notes {
+		b.WriteString(n + "\n")
 	}
 	for _, w := range o.Warnings {
 		if w.Line == 0 {

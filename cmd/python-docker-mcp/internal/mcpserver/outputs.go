@@ -8,6 +8,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/quota"
+	"github.com/python-docker-mcp/python-docker-mcp/policy"
 )
 
 // OutputTemplate is the URI template of what a call left for its caller:
@@ -29,20 +32,23 @@ type output struct {
 }
 
 // outputStore keeps the full text of cut streams for their owner, each for
-// ttl, all within maxTotal bytes (the oldest go first). Safe for concurrent
-// use.
+// ttl. Each owner's outputs stay within that owner's quota (its oldest go
+// first), and all of them within maxTotal bytes: an output that does not
+// fit beside the other owners' is not kept, so that one owner never evicts
+// another's. Safe for concurrent use.
 type outputStore struct {
 	mu       sync.Mutex
 	byURI    map[string]*output
 	order    []*output // oldest first
 	size     int64
+	owners   map[string]int64 // owner -> bytes kept
 	maxTotal int64
 	ttl      time.Duration
 	now      func() time.Time
 }
 
 func newOutputStore() *outputStore {
-	return &outputStore{byURI: map[string]*output{}, now: time.Now}
+	return &outputStore{byURI: map[string]*output{}, owners: map[string]int64{}, now: time.Now}
 }
 
 func newCallID() string {
@@ -60,35 +66,49 @@ func (o *outputStore) setLimits(maxTotal int64, ttl time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.maxTotal, o.ttl = maxTotal, ttl
-	o.evict()
+	o.evict("", 0)
 }
 
-// put keeps a stream of call for owner and returns its URI, or "" when it
-// is larger than the whole store.
-func (o *outputStore) put(owner, call, stream, text string, total int64) string {
+// put keeps a stream of call for owner, within q (owner's quota of kept
+// bytes), and returns its URI. It evicts owner's oldest outputs to make
+// room, never another owner's; a *quota.Error says why it kept nothing:
+// the stream is larger than the owner's quota, or the store is full of
+// other owners' outputs.
+func (o *outputStore) put(owner, call, stream, text string, total int64, q policy.Quota) (string, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if int64(len(text)) > o.maxTotal {
-		return ""
+	o.evict("", 0)
+	n := int64(len(text))
+	if n > q.Max {
+		return "", &quota.Error{Quota: policy.QuotaOutputBytes, Use: o.owners[owner], Asked: n, Max: q.Max, Key: q.Key,
+			Hint: "the stream alone is larger than the quota"}
+	}
+	if others := o.size - o.owners[owner]; others+n > o.maxTotal {
+		return "", &quota.Error{Quota: policy.QuotaOutputBytes, Use: o.owners[owner], Asked: n, Max: min(q.Max, max(o.maxTotal-others, 0)), Key: "outputs.max_total_bytes",
+			Hint: fmt.Sprintf("the server's store (outputs.max_total_bytes, %d bytes) is full of other principals' outputs, kept for %s", o.maxTotal, o.ttl)}
 	}
 	now := o.now()
 	out := &output{uri: outputURI(call, stream), owner: owner, call: call, stream: stream, text: text, total: total, created: now, expires: now.Add(o.ttl)}
+	if old, ok := o.byURI[out.uri]; ok {
+		o.drop(old)
+	}
 	o.byURI[out.uri] = out
 	o.order = append(o.order, out)
-	o.size += int64(len(text))
-	o.evict()
-	return out.uri
+	o.size += n
+	o.owners[owner] += n
+	o.evict(owner, q.Max)
+	return out.uri, nil
 }
 
-// evict drops expired entries and, while over maxTotal, the oldest; o.mu
-// is held.
-func (o *outputStore) evict() {
+// evict drops expired entries and, while owner ("" for none) is over
+// ownerMax or the store over maxTotal, owner's oldest; o.mu is held.
+func (o *outputStore) evict(owner string, ownerMax int64) {
 	now := o.now()
 	keep := o.order[:0]
 	for _, out := range o.order {
-		if now.After(out.expires) || o.size > o.maxTotal {
-			delete(o.byURI, out.uri)
-			o.size -= int64(len(out.text))
+		mine := owner != "" && out.owner == owner
+		if now.After(out.expires) || (mine && (o.owners[owner] > ownerMax || o.size > o.maxTotal)) {
+			o.drop(out)
 			continue
 		}
 		keep = append(keep, out)
@@ -97,12 +117,34 @@ func (o *outputStore) evict() {
 	o.order = keep
 }
 
+// drop forgets out's bytes and URI (o.order is the caller's); o.mu is held.
+func (o *outputStore) drop(out *output) {
+	if o.byURI[out.uri] == out {
+		delete(o.byURI, out.uri)
+	}
+	o.size -= int64(len(out.text))
+	if o.owners[out.owner] -= int64(len(out.text)); o.owners[out.owner] <= 0 {
+		delete(o.owners, out.owner)
+	}
+}
+
+// use is the bytes kept, in all and by the owner that keeps most.
+func (o *outputStore) use() quota.Use {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	u := quota.Use{Total: o.size}
+	for _, n := range o.owners {
+		u.Top = max(u.Top, n)
+	}
+	return u
+}
+
 // get returns owner's kept stream at uri. Another owner's output is
 // reported like a missing one.
 func (o *outputStore) get(owner, uri string) (*output, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.evict()
+	o.evict("", 0)
 	out, ok := o.byURI[uri]
 	if !ok || out.owner != owner {
 		return nil, fmt.Errorf("resource %s: no such output (outputs are kept for %s after the call, and only for its caller)", uri, o.ttl)
@@ -114,7 +156,7 @@ func (o *outputStore) get(owner, uri string) (*output, error) {
 func (o *outputStore) list(owner string) []output {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.evict()
+	o.evict("", 0)
 	var out []output
 	for _, e := range o.order {
 		if e.owner == owner {

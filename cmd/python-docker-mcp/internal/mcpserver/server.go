@@ -22,6 +22,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/auth"
+	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/quota"
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/image"
@@ -77,6 +78,10 @@ type Deps struct {
 	Version string
 	// Middleware wrap every tool handler (metrics, audit); nil for none.
 	Middleware []server.ToolHandlerMiddleware
+	// Quotas counts what each principal holds against the quotas of its
+	// decisions (shared with the transport for the metrics); nil for a
+	// ledger of the server's own.
+	Quotas *quota.Ledger
 }
 
 // Server holds the MCP server and its tools. Safe for concurrent use.
@@ -98,7 +103,11 @@ func New(d Deps) *Server {
 	if d.Version == "" {
 		d.Version = "dev"
 	}
+	if d.Quotas == nil {
+		d.Quotas = quota.New()
+	}
 	s := &Server{d: d, outputs: newOutputStore()}
+	d.Quotas.Source(policy.QuotaOutputBytes, s.outputs.use)
 	tools := Tools(d.Config())
 	args, err := newArgValidator(tools)
 	if err != nil {

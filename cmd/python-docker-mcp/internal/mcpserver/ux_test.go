@@ -2,6 +2,8 @@ package mcpserver
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/quota"
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor"
 	"github.com/python-docker-mcp/python-docker-mcp/policy"
@@ -153,23 +156,32 @@ func TestOutputStoreOwnerTTLAndCap(t *testing.T) {
 	now := time.Unix(1000, 0)
 	o.now = func() time.Time { return now }
 	o.setLimits(10, time.Minute)
-	a := o.put("alice", "c1", "stdout", "aaaa", 4)
+	q := policy.Quota{Max: 10, Key: "quotas.output_bytes"}
+	put := func(owner, call, text string) string {
+		t.Helper()
+		uri, err := o.put(owner, call, "stdout", text, int64(len(text)), q)
+		if err != nil {
+			t.Fatalf("put %s %s: %v", owner, call, err)
+		}
+		return uri
+	}
+	a := put("alice", "c1", "aaaa")
 	if _, err := o.get("bob", a); err == nil {
 		t.Error("bob read alice's output")
 	}
 	if out, err := o.get("alice", a); err != nil || out.text != "aaaa" {
 		t.Errorf("alice: %v %+v", err, out)
 	}
-	b := o.put("alice", "c2", "stdout", "bbbbbb", 6)
-	c := o.put("alice", "c3", "stdout", "cc", 2) // 12 bytes > 10: the oldest goes
+	b := put("alice", "c2", "bbbbbb")
+	c := put("alice", "c3", "cc") // 12 bytes > 10: the oldest goes
 	if _, err := o.get("alice", a); err == nil {
 		t.Error("the oldest output survived the total cap")
 	}
 	if _, err := o.get("alice", b); err != nil {
 		t.Errorf("b: %v", err)
 	}
-	if o.put("alice", "c4", "stdout", strings.Repeat("z", 11), 11) != "" {
-		t.Error("an output larger than the whole store was kept")
+	if uri, err := o.put("alice", "c4", "stdout", strings.Repeat("z", 11), 11, q); uri != "" || err == nil {
+		t.Errorf("an output larger than the quota was kept: %q %v", uri, err)
 	}
 	now = now.Add(2 * time.Minute)
 	if _, err := o.get("alice", c); err == nil {
@@ -177,6 +189,45 @@ func TestOutputStoreOwnerTTLAndCap(t *testing.T) {
 	}
 	if n := len(o.list("alice")); n != 0 || o.size != 0 {
 		t.Errorf("after the TTL: %d listed, %d bytes held", n, o.size)
+	}
+}
+
+// One owner's outputs never evict another's: past its quota an owner
+// loses its own oldest, and when the store is full of other owners'
+// outputs its new one is not kept, with a quota error that says so.
+func TestOutputStorePerOwner(t *testing.T) {
+	o := newOutputStore()
+	o.setLimits(20, time.Hour)
+	q := policy.Quota{Max: 12, Key: "quotas.output_bytes"}
+	bob, err := o.put("bob", "b1", "stdout", "bbbbbbbb", 8, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	for i := range 10 {
+		uri, err := o.put("alice", fmt.Sprint("a", i), "stdout", "aaaaa", 5, q)
+		if err != nil {
+			t.Fatalf("alice's output %d: %v", i, err)
+		}
+		last = uri
+	}
+	if _, err := o.get("bob", bob); err != nil {
+		t.Errorf("alice's flood evicted bob's output: %v", err)
+	}
+	if _, err := o.get("alice", last); err != nil {
+		t.Errorf("alice's newest output: %v", err)
+	}
+	if got := o.owners["alice"]; got > q.Max {
+		t.Errorf("alice keeps %d bytes, over her quota %d", got, q.Max)
+	}
+	// carol's 12 bytes fit her quota but not beside bob's 8 and alice's 10.
+	_, err = o.put("carol", "c1", "stdout", strings.Repeat("c", 12), 12, q)
+	var qe *quota.Error
+	if !errors.As(err, &qe) || qe.Quota != policy.QuotaOutputBytes || qe.Key != "outputs.max_total_bytes" {
+		t.Errorf("carol's output in a full store: %v, want a quota error naming outputs.max_total_bytes", err)
+	}
+	if u := o.use(); u.Total != 18 || u.Top != 10 {
+		t.Errorf("use = %+v, want 18 in all, 10 for alice", u)
 	}
 }
 

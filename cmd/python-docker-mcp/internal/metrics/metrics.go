@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/quota"
 	"github.com/python-docker-mcp/python-docker-mcp/executor"
 )
 
@@ -28,6 +29,8 @@ type Sources struct {
 	Executor func() executor.Stats
 	// MCPSessions returns the number of live MCP sessions.
 	MCPSessions func() int
+	// Quotas returns each quota's use and refusals (*quota.Ledger.Stats).
+	Quotas func() []quota.Stat
 }
 
 // Metrics holds the registry. Safe for concurrent use.
@@ -59,7 +62,7 @@ func New(src Sources) *Metrics {
 	}
 	m.reg.MustRegister(m.calls, m.latency, m.denials,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if src.Executor != nil || src.MCPSessions != nil {
+	if src.Executor != nil || src.MCPSessions != nil || src.Quotas != nil {
 		m.reg.MustRegister(&scrape{src: src})
 	}
 	return m
@@ -153,10 +156,13 @@ var (
 	descSandboxes   = prometheus.NewDesc(Namespace+"_sandboxes", "Sandbox containers running now.", nil, nil)
 	descSessions    = prometheus.NewDesc(Namespace+"_sandbox_sessions", "Persistent sandbox sessions held now.", nil, nil)
 	descMCPSessions = prometheus.NewDesc(Namespace+"_mcp_sessions", "Live MCP sessions (Streamable HTTP sessions issued and not terminated; 1 over stdio).", nil, nil)
+	descQuotaUse    = prometheus.NewDesc(Namespace+"_quota_use", "Use of each per-principal quota now, summed over principals (sandboxes, sessions, transport_sessions, output_bytes, inflight_bytes).", []string{"quota"}, nil)
+	descQuotaTop    = prometheus.NewDesc(Namespace+"_quota_top_use", "Use of each per-principal quota now by the principal that uses it most.", []string{"quota"}, nil)
+	descQuotaRefuse = prometheus.NewDesc(Namespace+"_quota_refusals_total", "Requests refused (or outputs not kept) because a principal's quota was reached, by quota.", []string{"quota"}, nil)
 )
 
 func (s *scrape) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPoolSize, descPoolIdle, descPoolHits, descPoolMisses, descStarts, descStartFails, descRunners, descSandboxes, descSessions, descMCPSessions} {
+	for _, d := range []*prometheus.Desc{descPoolSize, descPoolIdle, descPoolHits, descPoolMisses, descStarts, descStartFails, descRunners, descSandboxes, descSessions, descMCPSessions, descQuotaUse, descQuotaTop, descQuotaRefuse} {
 		ch <- d
 	}
 }
@@ -179,5 +185,14 @@ func (s *scrape) Collect(ch chan<- prometheus.Metric) {
 	}
 	if s.src.MCPSessions != nil {
 		ch <- prometheus.MustNewConstMetric(descMCPSessions, prometheus.GaugeValue, float64(s.src.MCPSessions()))
+	}
+	if s.src.Quotas != nil {
+		for _, q := range s.src.Quotas() {
+			ch <- prometheus.MustNewConstMetric(descQuotaUse, prometheus.GaugeValue, float64(q.Use.Total), q.Name)
+			if q.Use.Top >= 0 {
+				ch <- prometheus.MustNewConstMetric(descQuotaTop, prometheus.GaugeValue, float64(q.Use.Top), q.Name)
+			}
+			ch <- prometheus.MustNewConstMetric(descQuotaRefuse, prometheus.CounterValue, float64(q.Refused), q.Name)
+		}
 	}
 }

@@ -9,7 +9,9 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/python-docker-mcp/python-docker-mcp/cmd/python-docker-mcp/internal/quota"
 	"github.com/python-docker-mcp/python-docker-mcp/executor"
+	"github.com/python-docker-mcp/python-docker-mcp/policy"
 )
 
 func TestClassify(t *testing.T) {
@@ -90,5 +92,42 @@ python_docker_mcp_sandbox_runners_total{runner="loaded"} 7
 	}
 	if v := testutil.ToFloat64(m.calls.WithLabelValues("execute-transient", "denied")); v != 2 {
 		t.Errorf("denied calls %v, want 2", v)
+	}
+}
+
+// Quotas are reported per quota name: use summed over principals, the
+// largest principal's use, and refusals; no principal is a label.
+func TestQuotaExposition(t *testing.T) {
+	l := quota.New()
+	q := policy.Quota{Max: 2, Key: "quotas.sandboxes"}
+	for _, sub := range []string{"alice", "alice", "bob"} {
+		if _, err := l.Take(policy.QuotaSandboxes, sub, 1, 0, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.Take(policy.QuotaSandboxes, "alice", 1, 0, q); err == nil {
+		t.Fatal("alice's third sandbox was not refused")
+	}
+	l.Source(policy.QuotaOutputBytes, func() quota.Use { return quota.Use{Total: 30, Top: 20} })
+	m := New(Sources{Quotas: func() []quota.Stat { return l.Stats(policy.QuotaNames) }})
+	want := `
+# HELP python_docker_mcp_quota_refusals_total Requests refused (or outputs not kept) because a principal's quota was reached, by quota.
+# TYPE python_docker_mcp_quota_refusals_total counter
+python_docker_mcp_quota_refusals_total{quota="inflight_bytes"} 0
+python_docker_mcp_quota_refusals_total{quota="output_bytes"} 0
+python_docker_mcp_quota_refusals_total{quota="sandboxes"} 1
+python_docker_mcp_quota_refusals_total{quota="sessions"} 0
+python_docker_mcp_quota_refusals_total{quota="transport_sessions"} 0
+# HELP python_docker_mcp_quota_top_use Use of each per-principal quota now by the principal that uses it most.
+# TYPE python_docker_mcp_quota_top_use gauge
+python_docker_mcp_quota_top_use{quota="inflight_bytes"} 0
+python_docker_mcp_quota_top_use{quota="output_bytes"} 20
+python_docker_mcp_quota_top_use{quota="sandboxes"} 2
+python_docker_mcp_quota_top_use{quota="sessions"} 0
+python_docker_mcp_quota_top_use{quota="transport_sessions"} 0
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want),
+		"python_docker_mcp_quota_refusals_total", "python_docker_mcp_quota_top_use"); err != nil {
+		t.Error(err)
 	}
 }
