@@ -209,12 +209,17 @@ type Sessions struct {
 	MaxTotal    int      `koanf:"max_total" json:"max_total"`
 }
 
-// Limits caps sizes of what flows through the server, in bytes.
+// Limits caps sizes of what flows through the server, in bytes, and the
+// size of one expression of the code, in tokens (see
+// analyze.Options.MaxExpressionTokens: it bounds what the static gate
+// spends on operator chains).
 type Limits struct {
 	MaxOutputBytes Size `koanf:"max_output_bytes" json:"max_output_bytes"`
 	MaxStateBytes  Size `koanf:"max_state_bytes" json:"max_state_bytes"`
 	MaxImageBytes  Size `koanf:"max_image_bytes" json:"max_image_bytes"`
 	MaxCodeBytes   Size `koanf:"max_code_bytes" json:"max_code_bytes"`
+	// MaxExpressionTokens (default 10000).
+	MaxExpressionTokens int `koanf:"max_expression_tokens" json:"max_expression_tokens"`
 }
 
 // Outputs configures the full text of truncated output streams: a stream
@@ -337,10 +342,11 @@ func Default() Config {
 			MaxTotal:    20,
 		},
 		Limits: Limits{
-			MaxOutputBytes: 64 << 10,
-			MaxStateBytes:  1 << 20,
-			MaxImageBytes:  4 << 20,
-			MaxCodeBytes:   1 << 20,
+			MaxOutputBytes:      64 << 10,
+			MaxStateBytes:       1 << 20,
+			MaxImageBytes:       4 << 20,
+			MaxCodeBytes:        1 << 20,
+			MaxExpressionTokens: 10000,
 		},
 		Outputs: Outputs{
 			MaxStreamBytes: 4 << 20,
