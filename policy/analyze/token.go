@@ -412,7 +412,8 @@ func (l *lexer) token() {
 			return
 		}
 	}
-	if strings.IndexByte(ops1, c) < 0 {
+	op := strings.IndexByte(ops1, c)
+	if op < 0 {
 		if c == '!' && len(l.brackets) > 0 && l.brackets[len(l.brackets)-1].c == 'F' {
 			l.pos++
 			l.emit(kOp, "!", line, col)
@@ -437,7 +438,7 @@ func (l *lexer) token() {
 		}
 		l.pop()
 	}
-	l.emit(kOp, string(c), line, col)
+	l.emit(kOp, ops1[op:op+1], line, col) // not string(c): that allocates per token
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
