@@ -122,6 +122,7 @@ func TestExpressionChainsRefused(t *testing.T) {
 		wg.Wait()
 	}
 	// the attack goes on while the other client makes its calls
+	cpu0 := cpuTime(t, cmd.Process.Pid)
 	stop := make(chan struct{})
 	rounds := 0
 	var attacking sync.WaitGroup
@@ -146,7 +147,8 @@ func TestExpressionChainsRefused(t *testing.T) {
 	attacking.Wait()
 
 	hwm := vmHWM(t, cmd.Process.Pid)
-	t.Logf("server VmHWM after %d rounds of 6 chains of 1 MiB: %d MiB", rounds, hwm>>20)
+	t.Logf("server VmHWM after %d rounds of 6 chains of 1 MiB: %d MiB; server CPU time during the attack: %v",
+		rounds, hwm>>20, cpuTime(t, cmd.Process.Pid)-cpu0)
 	t.Logf("other client's execute-transient print(1 + 1): median %v before, %v during the attack (before %v, during %v)",
 		median(before), median(during), before, during)
 	if hwm > 1<<30 {
@@ -172,6 +174,21 @@ func vmHWM(t *testing.T, pid int) int64 {
 	}
 	t.Fatalf("no VmHWM in /proc/%d/status", pid)
 	return 0
+}
+
+// cpuTime is the user and system CPU time process pid has used
+// (/proc/PID/stat, in clock ticks of 10 ms).
+func cpuTime(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the fields after the command, which is in parentheses
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 func median(ds []time.Duration) time.Duration {
