@@ -210,7 +210,10 @@ type Sessions struct {
 	MaxTotal    int      `koanf:"max_total" json:"max_total"`
 }
 
-// Limits caps sizes of what flows through the server, in bytes.
+// Limits caps sizes of what flows through the server, in bytes, and the
+// size of one expression of the code, in tokens (see
+// analyze.Options.MaxExpressionTokens: it bounds what the static gate
+// spends on operator chains).
 type Limits struct {
 	MaxOutputBytes Size `koanf:"max_output_bytes" json:"max_output_bytes"`
 	MaxStateBytes  Size `koanf:"max_state_bytes" json:"max_state_bytes"`
@@ -220,6 +223,9 @@ type Limits struct {
 	// out of a session's working directory, over all the calls (chunks)
 	// that move it.
 	MaxFileBytes Size `koanf:"max_file_bytes" json:"max_file_bytes"`
+	// MaxExpressionTokens bounds one expression of the code, in tokens
+	// (default 10000): the static gate refuses a longer one before parsing.
+	MaxExpressionTokens int `koanf:"max_expression_tokens" json:"max_expression_tokens"`
 }
 
 // Outputs configures the full text of truncated output streams: a stream
@@ -364,11 +370,12 @@ func Default() Config {
 			MaxTotal:    20,
 		},
 		Limits: Limits{
-			MaxOutputBytes: 64 << 10,
-			MaxStateBytes:  1 << 20,
-			MaxImageBytes:  4 << 20,
-			MaxCodeBytes:   1 << 20,
-			MaxFileBytes:   64 << 20,
+			MaxOutputBytes:      64 << 10,
+			MaxStateBytes:       1 << 20,
+			MaxImageBytes:       4 << 20,
+			MaxCodeBytes:        1 << 20,
+			MaxFileBytes:        64 << 20,
+			MaxExpressionTokens: 10000,
 		},
 		Outputs: Outputs{
 			MaxStreamBytes: 4 << 20,

@@ -174,6 +174,7 @@ func TestBadInput(t *testing.T) {
 		{name: "unknown key", yaml: "pool:\n  szie: 3\n", want: []string{"pool.szie", `unknown key "szie"`, `did you mean "pool.size"`}},
 		{name: "unknown section", yaml: "dokcer:\n  image: x\n", want: []string{"dokcer", "unknown key"}},
 		{name: "bad size", yaml: "docker:\n  memory_limit: 256x\n", want: []string{"docker.memory_limit", `"256x"`, "256m"}},
+		{name: "expression limit not positive", yaml: "limits:\n  max_expression_tokens: 0\n", want: []string{"limits.max_expression_tokens", "want 1 or more"}},
 		{name: "negative timeout", yaml: "docker:\n  timeout: -5\n", want: []string{"docker.timeout", "-5", "not positive"}},
 		{name: "zero timeout", yaml: "docker:\n  timeout: 0s\n", want: []string{"docker.timeout", "not positive"}},
 		{name: "wrong type", yaml: "pool:\n  size: [1, 2]\n", want: []string{"pool.size", "whole number"}},

@@ -651,6 +651,9 @@ func validate(c Config, source func(key string) string) Errors {
 	if c.Sessions.MaxTotal < 1 {
 		bad("sessions.max_total", c.Sessions.MaxTotal, "want 1 or more")
 	}
+	if c.Limits.MaxExpressionTokens < 1 {
+		bad("limits.max_expression_tokens", c.Limits.MaxExpressionTokens, "want 1 or more")
+	}
 	for key, v := range map[string]Size{
 		"limits.max_output_bytes":  c.Limits.MaxOutputBytes,
 		"limits.max_state_bytes":   c.Limits.MaxStateBytes,

@@ -87,14 +87,15 @@ var Reloads = map[string]Reload{
 	"sessions.max_total":     Live,
 	"languages.bash.enabled": Live,
 	// Sizes of what flows through the server.
-	"limits.max_output_bytes":  Live,
-	"limits.max_state_bytes":   Live,
-	"limits.max_image_bytes":   Live,
-	"limits.max_code_bytes":    Live,
-	"limits.max_file_bytes":    Live,
-	"outputs.max_stream_bytes": Live,
-	"outputs.max_total_bytes":  Live,
-	"outputs.ttl":              Live,
+	"limits.max_output_bytes":      Live,
+	"limits.max_state_bytes":       Live,
+	"limits.max_image_bytes":       Live,
+	"limits.max_code_bytes":        Live,
+	"limits.max_file_bytes":        Live,
+	"limits.max_expression_tokens": Live, // a new policy engine
+	"outputs.max_stream_bytes":     Live,
+	"outputs.max_total_bytes":      Live,
+	"outputs.ttl":                  Live,
 	// Quotas: decided by the policy at each call or request.
 	"quotas.sandboxes":          Live,
 	"quotas.transport_sessions": Live,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
@@ -47,12 +48,24 @@ func (e *Engine) check(ctx context.Context, in Input, src []byte, decide func(co
 			err = &analyze.Error{Line: 1, Kind: "size", Msg: fmt.Sprintf("the code is %d bytes; the maximum is %d (limits.max_code_bytes)", len(src), e.maxCode)}
 		}
 	} else {
-		c.Facts, err = analyze.Source(src, analyze.Options{MaxBytes: e.maxCode})
+		c.Facts, err = analyze.Source(src, analyze.Options{MaxBytes: e.maxCode, MaxExpressionTokens: e.maxExpr})
 	}
 	if err != nil {
 		c.Facts = noFacts()
 		if aerr := (*analyze.Error)(nil); errors.As(err, &aerr) && aerr.Kind == "syntax" {
 			c.Syntax = aerr
+		} else if errors.As(err, &aerr) && aerr.Kind == "expression" {
+			// a limit: the rules decide it (limits.expression_size) from
+			// the measured size, with no facts; never an allow
+			in.Code = NewCode(c.Facts, src)
+			in.Code.Expression = &Expression{Tokens: aerr.Size, Line: aerr.Line, Col: aerr.Col}
+			c.Decision, err = decide(ctx, in)
+			if err == nil && c.Decision.Allow {
+				c.Decision = Denied(aerr)
+			} else if err == nil && !slices.ContainsFunc(c.Decision.Violations, func(v Violation) bool { return v.Rule == "limits.expression_size" }) {
+				c.Decision.Violations = append(c.Decision.Violations, AnalyzeViolation(aerr))
+			}
+			return c, err
 		} else {
 			c.Decision = Denied(err)
 			return c, nil

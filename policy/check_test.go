@@ -59,3 +59,45 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckExpressionSize: an operator chain is refused before it is
+// parsed, by the rules' limits.expression_size, naming the line, the size,
+// the maximum and the key that raises it; the maximum is the config's.
+func TestCheckExpressionSize(t *testing.T) {
+	cfg := config.Default()
+	e, err := Load(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := Input{Tool: ToolExecuteTransient, Principal: Principal{Scopes: []string{}}}
+	src := "import math\nx = x" + strings.Repeat("**x", 300000) + "\n"
+	c, err := e.Check(context.Background(), in, []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Decision.Allow || len(c.Decision.Violations) != 1 || c.Syntax != nil || len(c.Facts.Imports) != 0 {
+		t.Fatalf("Check = allow %v, violations %+v, syntax %v, facts %+v; want one violation and no facts", c.Decision.Allow, c.Decision.Violations, c.Syntax, c.Facts)
+	}
+	v := c.Decision.Violations[0]
+	want := Violation{Rule: "limits.expression_size", Line: 2, Col: 0,
+		Msg: "line 2: an expression of 600003 tokens is over the maximum of 10000 tokens (limits.max_expression_tokens); split it into smaller statements, or raise limits.max_expression_tokens"}
+	if v != want {
+		t.Errorf("violation = %+v, want %+v", v, want)
+	}
+
+	// the maximum is the config's: a chain of 2003 tokens passes by
+	// default and is refused under limits.max_expression_tokens 1000
+	small := "x = x" + strings.Repeat("**x", 1000) + "\n"
+	if c, _ := e.Check(context.Background(), in, []byte(small)); !c.Decision.Allow {
+		t.Errorf("a chain of 2003 tokens: %+v, want allowed", c.Decision)
+	}
+	cfg.Limits.MaxExpressionTokens = 1000
+	e, err = Load(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ = e.Check(context.Background(), in, []byte(small))
+	if c.Decision.Allow || len(c.Decision.Violations) == 0 || c.Decision.Violations[0].Rule != "limits.expression_size" {
+		t.Errorf("under limits.max_expression_tokens 1000: %+v, want limits.expression_size", c.Decision)
+	}
+}

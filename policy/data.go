@@ -161,18 +161,19 @@ func configData(cfg config.Config) (map[string]any, Limits, error) {
 	}
 
 	return map[string]any{
-		"profile":         profile,
-		"regex":           regex,
-		"allowed_modules": allowedModules,
-		"blocked_modules": blockedModules,
-		"blocked_calls":   blockedCalls,
-		"package":         pkg,
-		"capabilities":    caps,
-		"limits":          limits,
-		"max_code_bytes":  int64(cfg.Limits.MaxCodeBytes),
-		"sessions":        map[string]any{"max_per_owner": cfg.Sessions.MaxPerOwner},
-		"quotas":          quotasData(configuredQuotas(cfg)),
-		"languages":       map[string]any{"bash": map[string]any{"enabled": cfg.Languages.Bash.Enabled}},
+		"profile":               profile,
+		"regex":                 regex,
+		"allowed_modules":       allowedModules,
+		"blocked_modules":       blockedModules,
+		"blocked_calls":         blockedCalls,
+		"package":               pkg,
+		"capabilities":          caps,
+		"limits":                limits,
+		"max_code_bytes":        int64(cfg.Limits.MaxCodeBytes),
+		"max_expression_tokens": cfg.Limits.MaxExpressionTokens,
+		"sessions":              map[string]any{"max_per_owner": cfg.Sessions.MaxPerOwner},
+		"quotas":                quotasData(configuredQuotas(cfg)),
+		"languages":             map[string]any{"bash": map[string]any{"enabled": cfg.Languages.Bash.Enabled}},
 	}, max, nil
 }
 

@@ -37,6 +37,7 @@ type Engine struct {
 	max     Limits
 	policy  config.Policy
 	maxCode int // limits.max_code_bytes, for the static step
+	maxExpr int // limits.max_expression_tokens, for the static step
 	modules []string
 	// The configuration's lists, sorted, for Decision.Modules and .Calls;
 	// blockedModules with the C twins of blocked modules.
@@ -210,7 +211,8 @@ func LoadFS(ctx context.Context, cfg config.Config, fsys fs.FS) (*Engine, error)
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{query: pq, max: max, policy: cfg.Policy, maxCode: int(cfg.Limits.MaxCodeBytes), modules: names,
+	e := &Engine{query: pq, max: max, policy: cfg.Policy, maxCode: int(cfg.Limits.MaxCodeBytes),
+		maxExpr: cfg.Limits.MaxExpressionTokens, modules: names,
 		allowedModules: lists("allowed_modules"), blockedModules: blockedModules, blockedCalls: lists("blocked_calls"),
 		configured: derived.configured, quotasQuery: qq, quotas: configuredQuotas(cfg), quotaCache: map[string]Quotas{}}
 	// One evaluation now, so a policy without data.pydocker.decision (or

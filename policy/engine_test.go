@@ -403,6 +403,7 @@ func TestInputValue(t *testing.T) {
 		{},
 		run(analyze.Facts{}),
 		{Tool: ToolExecuteTransient, Code: &Code{Facts: analyze.Facts{}}},
+		{Tool: ToolExecuteTransient, Code: &Code{Facts: analyze.Facts{}, Bytes: 9, Expression: &Expression{Tokens: 12, Line: 3, Col: 4}}},
 		{
 			Tool: ToolExecutePersistent,
 			Code: &Code{Facts: analyze.Facts{

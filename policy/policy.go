@@ -59,10 +59,21 @@ type Code struct {
 	Bytes int `json:"bytes"`
 	// Lines is the number of lines of the source.
 	Lines int `json:"lines"`
+	// Expression is set when the static step stopped at an expression
+	// over limits.max_expression_tokens (Facts are then empty).
+	Expression *Expression `json:"expression,omitempty"`
 	// Source is the code itself. It is not part of the policy input; the
 	// Gate's decision log records its SHA-256 (and the code when
 	// policy.decision_log_code is set).
 	Source []byte `json:"-"`
+}
+
+// Expression is the size of one expression of the code, in tokens (see
+// analyze.Options.MaxExpressionTokens), and where it starts.
+type Expression struct {
+	Tokens int `json:"tokens"`
+	Line   int `json:"line"`
+	Col    int `json:"col"`
 }
 
 // NewCode describes src with its facts: Bytes, Lines and Source are
@@ -212,9 +223,12 @@ func AnalyzeViolation(err error) Violation {
 	if !errors.As(err, &aerr) {
 		return Violation{Rule: "syntax", Msg: err.Error()}
 	}
-	rule := "input." + aerr.Kind
-	if aerr.Kind == "syntax" {
+	rule, msg := "input."+aerr.Kind, aerr.Msg
+	switch aerr.Kind {
+	case "syntax":
 		rule = "syntax"
+	case "expression":
+		rule, msg = "limits.expression_size", msg+" (limits.max_expression_tokens)"
 	}
-	return Violation{Rule: rule, Msg: aerr.Msg, Line: aerr.Line, Col: aerr.Col}
+	return Violation{Rule: rule, Msg: msg, Line: aerr.Line, Col: aerr.Col}
 }

@@ -17,11 +17,19 @@ func (in Input) value() ast.Value {
 	items := make([][2]*ast.Term, 0, 6)
 	items = append(items, item("tool", ast.StringTerm(in.Tool)))
 	if c := in.Code; c != nil {
-		items = append(items, item("code", ast.ObjectTerm(
+		fields := [][2]*ast.Term{
 			item("facts", factsTerm(c.Facts)),
 			item("bytes", ast.IntNumberTerm(c.Bytes)),
 			item("lines", ast.IntNumberTerm(c.Lines)),
-		)))
+		}
+		if x := c.Expression; x != nil {
+			fields = append(fields, item("expression", ast.ObjectTerm(
+				item("tokens", ast.IntNumberTerm(x.Tokens)),
+				item("line", ast.IntNumberTerm(x.Line)),
+				item("col", ast.IntNumberTerm(x.Col)),
+			)))
+		}
+		items = append(items, item("code", ast.ObjectTerm(fields...)))
 	}
 	if in.Language != "" {
 		items = append(items, item("language", ast.StringTerm(in.Language)))

@@ -45,3 +45,17 @@ deny contains v if {
 		{},
 	)
 }
+
+# The static step stops at an expression over the maximum before parsing
+# it (what the parser would spend grows with every link of a chain such as
+# x**x**… or - - - 1) and reports its size; the code has no facts then.
+deny contains v if {
+	e := input.code.expression
+	max := data.pydocker.config.max_expression_tokens
+	e.tokens > max
+	v := lib.violation(
+		"limits.expression_size",
+		sprintf("line %d: an expression of %d tokens is over the maximum of %d tokens (limits.max_expression_tokens); split it into smaller statements, or raise limits.max_expression_tokens", [e.line, e.tokens, max]),
+		e,
+	)
+}

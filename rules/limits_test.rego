@@ -10,6 +10,7 @@ conf := {
 		"pids": {"max": 128, "key": "docker.pids_limit", "text": "128"},
 	},
 	"max_code_bytes": 100,
+	"max_expression_tokens": 10000,
 }
 
 test_nothing_requested_is_fine if {
@@ -47,4 +48,12 @@ test_code_size if {
 	d == {{"rule": "limits.code_size", "msg": "code is 101 bytes; the maximum is 100 (limits.max_code_bytes)", "line": 0, "col": 0}}
 	count(limits.deny) == 0 with input as {"code": {"bytes": 100}} with data.pydocker.config as conf
 	count(limits.deny) == 0 with input as {"code": {"bytes": 101}} with data.pydocker.config as object.union(conf, {"max_code_bytes": 0})
+}
+
+test_expression_size if {
+	e := {"tokens": 700001, "line": 3, "col": 4}
+	d := limits.deny with input as {"code": {"bytes": 10, "expression": e}} with data.pydocker.config as conf
+	d == {{"rule": "limits.expression_size", "msg": "line 3: an expression of 700001 tokens is over the maximum of 10000 tokens (limits.max_expression_tokens); split it into smaller statements, or raise limits.max_expression_tokens", "line": 3, "col": 4}}
+	count(limits.deny) == 0 with input as {"code": {"bytes": 10, "expression": {"tokens": 10000, "line": 1, "col": 0}}} with data.pydocker.config as conf
+	count(limits.deny) == 0 with input as {"code": {"bytes": 10}} with data.pydocker.config as conf
 }

@@ -26,6 +26,9 @@ func Source(src []byte, opts Options) (f Facts, err error) {
 	if opts.MaxDepth <= 0 {
 		opts.MaxDepth = DefaultMaxDepth
 	}
+	if opts.MaxExpressionTokens <= 0 {
+		opts.MaxExpressionTokens = DefaultMaxExpressionTokens
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			if e, ok := r.(*Error); ok {
@@ -39,7 +42,7 @@ func Source(src []byte, opts Options) (f Facts, err error) {
 	if err != nil {
 		return Facts{}, err
 	}
-	toks, err := tokenize(src, opts.MaxDepth)
+	toks, err := tokenize(src, opts.MaxDepth, opts.MaxExpressionTokens)
 	if err != nil {
 		return Facts{}, err
 	}

@@ -86,3 +86,24 @@ func BenchmarkSource(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSourceRefusedChain measures the refusal of 1 MiB operator
+// chains, which stop at the expression limit while tokenizing:
+//
+//	go test -run '^$' -bench BenchmarkSourceRefusedChain -benchmem ./policy/analyze/
+func BenchmarkSourceRefusedChain(b *testing.B) {
+	for _, c := range []struct{ name, src string }{
+		{"power", "x = x" + strings.Repeat("**x", (1<<20-6)/3) + "\n"},
+		{"unary", "x = " + strings.Repeat("- ", (1<<20-6)/2) + "1\n"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.src)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Source([]byte(c.src), Options{}); err == nil {
+					b.Fatal("a 1 MiB chain was not refused")
+				}
+			}
+		})
+	}
+}

@@ -13,6 +13,11 @@ const (
 	// DefaultMaxDepth is the nesting limit when Options.MaxDepth is 0.
 	// CPython rejects 200 nested brackets and 100 indentation levels.
 	DefaultMaxDepth = 100
+	// DefaultMaxExpressionTokens is the expression size limit when
+	// Options.MaxExpressionTokens is 0. CPython itself gives up on chains
+	// of a few thousand operators (RecursionError or MemoryError when
+	// compiling); flat lists separated by commas are not one expression.
+	DefaultMaxExpressionTokens = 10000
 )
 
 // Options bound the work Source does. Zero values mean the defaults.
@@ -22,6 +27,14 @@ type Options struct {
 	// MaxDepth caps bracket nesting (f-string replacement fields count as
 	// brackets) and, separately, indentation levels (default 100).
 	MaxDepth int
+	// MaxExpressionTokens caps the size of one expression, in tokens: the
+	// tokens of one bracket level up to a comma, a semicolon, the end of
+	// the line or of the brackets (a comma in lambda parameters or a for
+	// target does not end it). Every chain of operators, attributes,
+	// calls or subscripts counts link by link; an element of a list,
+	// tuple, dict or argument list counts alone. Checked while
+	// tokenizing, before the parser allocates anything (default 10000).
+	MaxExpressionTokens int
 }
 
 // Error is every rejection of Source: a pre-check, the lowering or the
@@ -32,9 +45,14 @@ type Error struct {
 	// Kind is one of "encoding" (not strict UTF-8), "nul" (NUL byte),
 	// "coding" (a coding declaration other than utf-8/ascii), "cr" (a \r
 	// not followed by \n), "size" (over Options.MaxBytes), "depth" (nesting
-	// over Options.MaxDepth) or "syntax".
+	// over Options.MaxDepth), "expression" (an expression over
+	// Options.MaxExpressionTokens: Line and Col are where it starts) or
+	// "syntax".
 	Kind string
 	Msg  string
+	// Size is the measured size for Kind "expression", in tokens (the
+	// whole expression: it is measured to its end without being kept).
+	Size int
 }
 
 func (e *Error) Error() string {

@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -54,6 +55,32 @@ type lexer struct {
 	brackets []openBracket
 	indents  []int
 	alts     []int
+	// runs holds the expression size count of each bracket level:
+	// runs[0] the logical line outside brackets, runs[i] the inside of
+	// brackets[i-1]. See count.
+	runs    []run
+	maxExpr int
+	// over is the level of a run that went over maxExpr, or -1. From
+	// then on tokens are counted but not kept (each new one overwrites
+	// toks[mark]), so an oversized expression is measured to its end
+	// without allocating for it.
+	over, mark int
+	// emitted counts the tokens emitted, kept or not.
+	emitted int
+}
+
+// run is the count of one expression at one bracket level: its tokens
+// up to a separator (a comma, a semicolon, the end of the logical line or
+// of its brackets). A bracketed group counts its closing bracket in the
+// enclosing run and everything else in its own, so a chain whose links
+// are groups (`f()()()`, `(a)**(a)**…`) still grows its run.
+type run struct {
+	n         int
+	line, col int
+	// commas in lambda parameters and in the targets of a for do not
+	// separate: `lambda a, b: lambda a, b: …` and
+	// `[x for a, b in y for a, b in y …]` are single chains.
+	lambdas, fors int
 }
 
 type openBracket struct {
@@ -64,11 +91,91 @@ type openBracket struct {
 func (l *lexer) col() int { return l.pos - l.lineStart }
 
 func (l *lexer) fail(line, col int, kind, format string, args ...any) {
+	if l.over >= 0 && l.over < len(l.runs) {
+		// the code is refused for its size whatever follows
+		l.endRun(l.over)
+	}
 	panic(errAt(line, col, kind, format, args...))
 }
 
 func (l *lexer) emit(k kind, val string, line, col int) {
+	if l.over >= 0 {
+		l.toks = l.toks[:l.mark]
+	}
 	l.toks = append(l.toks, token{k: k, val: val, line: int32(line), col: int32(col)})
+	l.emitted++
+	l.count(k, val, line, col)
+}
+
+// count adds a token to the expression of the current bracket level and
+// ends that expression at a separator. It is the gate's bound on what one
+// expression may cost: gpython's parser keeps a stack entry of some
+// hundred bytes per pending operator of a right-recursive chain (`**`,
+// unary `-`/`+`/`~`/`not`, `if`-`else`, `lambda`, comprehension clauses)
+// and the tree grows with every link of any chain, so an expression is
+// capped before the parser sees it.
+func (l *lexer) count(k kind, val string, line, col int) {
+	top := len(l.runs) - 1
+	r := &l.runs[top]
+	switch k {
+	case kIndent, kDedent, kEOF:
+		return
+	case kNewline:
+		l.endRun(top)
+		return
+	case kName:
+		switch val {
+		case "lambda":
+			r.lambdas++
+		case "for":
+			r.fors++
+		case "in":
+			if r.fors > 0 {
+				r.fors--
+			}
+		}
+	case kOp:
+		switch val {
+		case ";":
+			l.endRun(top)
+			return
+		case ",":
+			if r.lambdas == 0 && r.fors == 0 {
+				l.endRun(top)
+				return
+			}
+		case ":":
+			if r.lambdas > 0 {
+				r.lambdas--
+			}
+		}
+	}
+	if r.n == 0 {
+		r.line, r.col = line, col
+	}
+	r.n++
+	if r.n > l.maxExpr && l.over < 0 {
+		l.over, l.mark = top, len(l.toks)-1
+	}
+}
+
+// endRun ends the expression counted at level i: it fails when that
+// expression is over the bound, else starts a new one.
+func (l *lexer) endRun(i int) {
+	r := l.runs[i]
+	if r.n > l.maxExpr {
+		l.over = -1
+		panic(&Error{Line: r.line, Col: r.col, Kind: "expression", Size: r.n,
+			Msg: fmt.Sprintf("expression of %d tokens, over the limit of %d tokens; split it into smaller expressions", r.n, l.maxExpr)})
+	}
+	l.runs[i] = run{}
+}
+
+// pop closes the innermost bracket.
+func (l *lexer) pop() {
+	l.endRun(len(l.runs) - 1)
+	l.runs = l.runs[:len(l.runs)-1]
+	l.brackets = l.brackets[:len(l.brackets)-1]
 }
 
 func (l *lexer) newline() {
@@ -78,8 +185,11 @@ func (l *lexer) newline() {
 
 // tokenize turns src (pre-checked UTF-8) into tokens with NEWLINE, INDENT
 // and DEDENT as CPython's tokenizer makes them.
-func tokenize(src []byte, maxDepth int) (toks []token, err error) {
-	l := &lexer{src: string(src), line: 1, maxDepth: maxDepth, indents: []int{0}, alts: []int{0}}
+// An expression over maxExpr tokens (see count) is an *Error of kind
+// "expression".
+func tokenize(src []byte, maxDepth, maxExpr int) (toks []token, err error) {
+	l := &lexer{src: string(src), line: 1, maxDepth: maxDepth, indents: []int{0}, alts: []int{0},
+		runs: make([]run, 1, 16), maxExpr: maxExpr, over: -1}
 	l.toks = make([]token, 0, len(src)/3+16)
 	defer func() {
 		if r := recover(); r != nil {
@@ -268,6 +378,7 @@ func (l *lexer) push(c byte, line, col int) {
 		l.fail(line, col, "depth", "too many nested parentheses (limit %d)", l.maxDepth)
 	}
 	l.brackets = append(l.brackets, openBracket{c, line, col})
+	l.runs = append(l.runs, run{})
 }
 
 // token scans one token at l.pos (not blank, not newline).
@@ -301,7 +412,8 @@ func (l *lexer) token() {
 			return
 		}
 	}
-	if strings.IndexByte(ops1, c) < 0 {
+	op := strings.IndexByte(ops1, c)
+	if op < 0 {
 		if c == '!' && len(l.brackets) > 0 && l.brackets[len(l.brackets)-1].c == 'F' {
 			l.pos++
 			l.emit(kOp, "!", line, col)
@@ -324,9 +436,9 @@ func (l *lexer) token() {
 			}
 			l.fail(line, col, "syntax", "closing parenthesis '%c' does not match opening parenthesis '%c'", c, o.c)
 		}
-		l.brackets = l.brackets[:len(l.brackets)-1]
+		l.pop()
 	}
-	l.emit(kOp, string(c), line, col)
+	l.emit(kOp, ops1[op:op+1], line, col) // not string(c): that allocates per token
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
@@ -637,7 +749,7 @@ func (l *lexer) field(quote byte, triple, raw bool) {
 	depth := len(l.brackets)
 	l.pos++
 	l.emit(kFField, "", line, col)
-	ntoks := len(l.toks)
+	ntoks := l.emitted
 	for {
 		if !l.skipSpace() || l.pos >= len(src) {
 			l.fail(line, col, "syntax", "f-string: expecting '}'")
@@ -653,7 +765,7 @@ func (l *lexer) field(quote byte, triple, raw bool) {
 				c == '!' && !(l.pos+1 < len(src) && src[l.pos+1] == '=') ||
 				c == '=' && !(l.pos+1 < len(src) && src[l.pos+1] == '=')
 			if term {
-				if len(l.toks) == ntoks {
+				if l.emitted == ntoks {
 					l.fail(l.line, l.col(), "syntax", "f-string: valid expression required before '%c'", c)
 				}
 				l.fieldTail(quote, triple, raw, line, col)
@@ -693,7 +805,7 @@ func (l *lexer) fieldTail(quote byte, triple, raw bool, line, col int) {
 	}
 	l.emit(kFFieldEnd, "", l.line, l.col())
 	l.pos++
-	l.brackets = l.brackets[:len(l.brackets)-1]
+	l.pop()
 }
 
 // spec scans a format spec up to (not including) the '}' that closes the
