@@ -210,10 +210,18 @@ func TestCapabilitiesDenied(t *testing.T) {
 			}
 		})
 	}
-	// ctypes reached through an allowed library calls libc directly: the
-	// kernel still refuses the process (no Python exception to report).
-	code := "import numpy.ctypeslib as c\nlibc = c.ctypes.CDLL(None, use_errno=True)\nprint(libc.system(b'true') != 0, c.ctypes.get_errno())"
+	// ctypes reached through an allowed library is native code: refused
+	// whoever calls it.
+	code := "import numpy.ctypeslib as c\nlibc = c.ctypes.CDLL(None, use_errno=True)"
 	res := transient(t, e, Request{Code: code, Imports: gated(t, code), Capabilities: denyAll})
+	wantStatus(t, res, "error")
+	if !strings.Contains(res.Error.Message, "ctypes.dlopen is refused at run time") || !strings.Contains(res.Error.Message, "policy.capabilities.native_code") {
+		t.Errorf("ctypes with native code denied: %s: %s, want the policy's refusal", res.Error.Type, res.Error.Message)
+	}
+	// With native code allowed, ctypes calls libc directly: the kernel
+	// still refuses the process (no Python exception to report).
+	code = "import numpy.ctypeslib as c\nlibc = c.ctypes.CDLL(None, use_errno=True)\nprint(libc.system(b'true') != 0, c.ctypes.get_errno())"
+	res = transient(t, e, Request{Code: code, Imports: gated(t, code), Capabilities: &Capabilities{NativeCode: true}})
 	wantStatus(t, res, "ok")
 	if res.Stdout != "True 1\n" {
 		t.Errorf("libc system() with processes denied: %q, want failure with EPERM", res.Stdout)
