@@ -789,11 +789,14 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
                 if len(args) > 1 and _id(args[0]) in _ours:
                     raise PermissionError(errno.EPERM, "the sandbox's guard cannot be inspected")
             elif event.startswith("ctypes."):
-                if "native_code" in _denied:
+                if "native_code" in _denied and not (event == "ctypes.dlopen" and args and args[0] is None):
                     # Every foreign call, load, symbol and raw address,
                     # whichever frame makes it: a library's frame proves
                     # nothing (functools.singledispatch, string.Formatter
-                    # and numpy.ctypeslib.ctypes call for the user).
+                    # and numpy.ctypeslib.ctypes call for the user). A
+                    # handle on the program itself loads nothing: ctypes
+                    # takes one when it is imported (pythonapi), and
+                    # numpy imports ctypes.
                     raise PermissionError(errno.EPERM, "%s is refused at run time: %s" % (event, _MSG["native_code"]))
                 if _blocked or _allowed:
                     why = _module_denied("ctypes", _allowed, _blocked)
