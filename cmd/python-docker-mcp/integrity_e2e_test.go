@@ -124,11 +124,12 @@ func TestFFIRefusedWhateverTheFrame(t *testing.T) {
 	cli := dockertest.RequireImage(t, config.Default().Docker.Image)
 	c := stdioClient(t, "", []string{"--set", "policy.profile=strict", "--set", "blocked_modules=ctypes"})
 	routes := []struct{ name, code string }{
-		{"CDLL and a libc call through functools.singledispatch, ctypes through string.Formatter.get_field",
+		{"ctypes and libc symbols through string.Formatter.get_field, CDLL and the call through functools.singledispatch",
 			`import functools, string, numpy
 ct = string.Formatter().get_field("0.ctypeslib.ctypes", (numpy,), {})[0]
 libc = functools.singledispatch(ct.CDLL)(None)
-print(functools.singledispatch(libc.getpid)(0))
+getpid = string.Formatter().get_field("0.getpid", (libc,), {})[0]
+print(functools.singledispatch(getpid)(0))
 `},
 		{"a symbol looked up by string.Formatter.get_field",
 			`import functools, string, numpy
