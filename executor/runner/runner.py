@@ -629,13 +629,14 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
               _dynamic=frozenset(("__import__", "import_module", "_gcd_import", "_bootstrap"))):
         user = _is_user(f)
         if _no_ffi:
-            # FFI is native code: refused to user code and to any computed
-            # import whoever makes it; cffi has no audit events to judge
+            # FFI is native code: ctypes is refused to user code and to a
+            # library's computed import; cffi has no audit events to judge
             # its calls by, so it is refused to libraries too. A library's
-            # own `import ctypes` statement passes (numpy, scipy keep a
-            # reference); every ctypes call it makes is refused below.
+            # own import of ctypes (numpy's statement, scipy's C code)
+            # passes; every ctypes call it makes is refused in the hook.
             top = name.split(".", 1)[0]
-            if top in ("cffi", "_cffi_backend") or (top in ("ctypes", "_ctypes") and (user or not static)):
+            own = static or (via_c and f is not None and _dynamic.isdisjoint(f.f_code.co_names))
+            if top in ("cffi", "_cffi_backend") or (top in ("ctypes", "_ctypes") and (user or not own)):
                 raise ModuleBlockedError("import of %r refused at run time: %s" % (name, _MSG["native_code"]), name=name)
         if not (_allowed or _blocked):
             return
