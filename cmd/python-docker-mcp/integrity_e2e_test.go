@@ -62,6 +62,7 @@ func TestWorkerStaysNonDumpable(t *testing.T) {
 		c := stdioClient(t, "", nil)
 		code := `import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
+print("oom_score_adj", open("/proc/self/oom_score_adj").read().strip())
 print("prctl", libc.prctl(4, 1, 0, 0, 0), ctypes.get_errno(), "dumpable", libc.prctl(3, 0, 0, 0, 0))
 d = os.open("/proc/self", os.O_RDONLY)
 try:
@@ -73,7 +74,7 @@ open("/proc/self/mem", "r+b")
 `
 		attack(t, c, "prctl(PR_SET_DUMPABLE) then /proc/self/mem", code,
 			[]string{"PermissionError", "/proc/self/mem", "non-dumpable"},
-			[]string{"prctl -1 1 dumpable 0", "kernel: errno 13"})
+			[]string{"oom_score_adj 1000", "prctl -1 1 dumpable 0", "kernel: errno 13"})
 		stillServes(t, c)
 		c.cs.Close()
 		waitNoSandboxes(t, cli, c.pid, "prctl attack")
