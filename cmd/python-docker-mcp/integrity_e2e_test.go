@@ -1,6 +1,10 @@
 package main
 
 import (
+	"archive/zip"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -244,5 +248,68 @@ print(scipy.linalg.inv(np.eye(3)).sum(), round(scipy.integrate.quad(lambda x: x 
 			c.cs.Close()
 			waitNoSandboxes(t, cli, c.pid, tc.name)
 		})
+	}
+}
+
+// TestInstalledExtensionRefused: without native_code an extension module
+// that install-package brought in is refused before it is loaded.
+func TestInstalledExtensionRefused(t *testing.T) {
+	cli := dockertest.RequireImage(t, config.Default().Docker.Image)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	// Not an ELF file: loading it would fail with "invalid ELF header".
+	writeWheel(t, dir, "pdmext", map[string]string{"pdmext/__init__.py": "", "pdmext/_native.so": "not an ELF file\n"})
+	cfgFile := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfgFile, []byte("package:\n  find_links: ["+strconv.Quote(dir)+"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := stdioClient(t, "", []string{"--config", cfgFile, "--set", "policy.capabilities.native_code=false"})
+	res := c.call(t, "execute-persistent", map[string]any{"code": "x = 1"})
+	if res.IsError {
+		t.Fatalf("create session: %q", text(res))
+	}
+	id, _ := structured(t, res)["session_id"].(string)
+	res = c.call(t, "install-package", map[string]any{"package_name": "pdmext", "version": "1.0", "session_id": id})
+	if res.IsError || structured(t, res)["status"] != "ok" {
+		t.Fatalf("install pdmext: %q", text(res))
+	}
+	res = c.call(t, "execute-persistent", map[string]any{"session_id": id, "code": "import pdmext._native"})
+	if got := text(res); !res.IsError || !strings.Contains(got, "ModuleBlockedError") || !strings.Contains(got, "_native.so is native code from /opt/pdm-packages") || !strings.Contains(got, nativePolicy) {
+		t.Errorf("an extension module from the package volume: %q; want a refusal naming %s", got, nativePolicy)
+	}
+	c.cs.Close()
+	waitNoSandboxes(t, cli, c.pid, "installed extension")
+}
+
+// writeWheel writes NAME-1.0-py3-none-any.whl into dir holding files.
+func writeWheel(t *testing.T, dir, name string, files map[string]string) {
+	t.Helper()
+	info := name + "-1.0.dist-info"
+	files[info+"/METADATA"] = "Metadata-Version: 2.1\nName: " + name + "\nVersion: 1.0\n"
+	files[info+"/WHEEL"] = "Wheel-Version: 1.0\nGenerator: python-docker-mcp-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+	var record strings.Builder
+	for path, body := range files {
+		sum := sha256.Sum256([]byte(body))
+		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", path, base64.RawURLEncoding.EncodeToString(sum[:]), len(body))
+	}
+	record.WriteString(info + "/RECORD,,\n")
+	files[info+"/RECORD"] = record.String()
+	f, err := os.Create(filepath.Join(dir, name+"-1.0-py3-none-any.whl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := zip.NewWriter(f)
+	for path, body := range files {
+		w, err := z.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte(body))
+	}
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
