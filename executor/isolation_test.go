@@ -210,10 +210,18 @@ func TestCapabilitiesDenied(t *testing.T) {
 			}
 		})
 	}
-	// ctypes reached through an allowed library calls libc directly: the
-	// kernel still refuses the process (no Python exception to report).
-	code := "import numpy.ctypeslib as c\nlibc = c.ctypes.CDLL(None, use_errno=True)\nprint(libc.system(b'true') != 0, c.ctypes.get_errno())"
+	// ctypes reached through an allowed library is native code: refused
+	// whoever calls it.
+	code := "import numpy.ctypeslib as c\nc.ctypes.CDLL(None).getpid()"
 	res := transient(t, e, Request{Code: code, Imports: gated(t, code), Capabilities: denyAll})
+	wantStatus(t, res, "error")
+	if !strings.Contains(res.Error.Message, "ctypes.dlsym is refused at run time") || !strings.Contains(res.Error.Message, "policy.capabilities.native_code") {
+		t.Errorf("ctypes with native code denied: %s: %s, want the policy's refusal", res.Error.Type, res.Error.Message)
+	}
+	// With native code allowed, ctypes calls libc directly: the kernel
+	// still refuses the process (no Python exception to report).
+	code = "import numpy.ctypeslib as c\nlibc = c.ctypes.CDLL(None, use_errno=True)\nprint(libc.system(b'true') != 0, c.ctypes.get_errno())"
+	res = transient(t, e, Request{Code: code, Imports: gated(t, code), Capabilities: &Capabilities{NativeCode: true}})
 	wantStatus(t, res, "ok")
 	if res.Stdout != "True 1\n" {
 		t.Errorf("libc system() with processes denied: %q, want failure with EPERM", res.Stdout)
@@ -262,7 +270,9 @@ func TestModuleRulesJudgeCTwinsAndHelpers(t *testing.T) {
 
 // TestCapabilitiesAllowed: with every class allowed the science stack and
 // processes work; with every class denied the science stack still works
-// (its native code is the image's, mapped from read-only files).
+// (its native code is the image's, mapped from read-only files), except
+// KMeans, which limits BLAS threads through ctypes (threadpoolctl) and
+// says native_code is what it needs.
 func TestCapabilitiesAllowed(t *testing.T) {
 	e, _ := newExec(t, func(c *config.Config) { c.Docker.Timeout = config.Duration(2 * time.Minute) })
 	code := `import numpy as np, pandas as pd, scipy.linalg
@@ -273,8 +283,12 @@ X = np.random.RandomState(0).randn(200, 3)
 y = (X[:, 0] > 0).astype(int)
 df = pd.DataFrame(X, columns=list("abc"))
 df.plot()
-print(LogisticRegression().fit(X, y).score(X, y) > 0.9, KMeans(3, n_init=2, random_state=0).fit(X).inertia_ > 0)
+print(LogisticRegression().fit(X, y).score(X, y) > 0.9)
 print(df.describe().shape, scipy.linalg.inv(np.eye(3)).sum())
+try:
+    print(KMeans(3, n_init=2, random_state=0).fit(X).inertia_ > 0)
+except PermissionError as e:
+    print("policy.capabilities.native_code" in str(e))
 `
 	all := &Capabilities{Processes: true, Sockets: []string{"unix", "inet", "inet6"}, PTY: true, NativeCode: true}
 	for _, tc := range []struct {
@@ -290,7 +304,7 @@ print(df.describe().shape, scipy.linalg.inv(np.eye(3)).sum())
 			src := code + tc.more
 			res := transient(t, e, Request{Code: src, Imports: gated(t, src), Capabilities: tc.caps})
 			wantStatus(t, res, "ok")
-			if want := "True True\n(8, 3) 3.0\n" + tc.want; res.Stdout != want || len(res.Images) != 1 {
+			if want := "True\n(8, 3) 3.0\nTrue\n" + tc.want; res.Stdout != want || len(res.Images) != 1 {
 				t.Errorf("stdout %q, %d images; want %q and 1 image", res.Stdout, len(res.Images), want)
 			}
 		})

@@ -23,6 +23,8 @@
 #
 #   the worker (a forked child): user code runs here, with fd 0 = /dev/null,
 #     fd 1/2 = capture pipes, a result pipe, and nothing else of the runner's.
+#     It stays non-dumpable too (its filter refuses PR_SET_DUMPABLE), so
+#     its own /proc/self/mem cannot write past its page protections.
 #     Before the first user code it installs PR_SET_NO_NEW_PRIVS and a
 #     seccomp filter built from the request's capabilities, and a CPython
 #     audit hook (PEP 578, cannot be removed) that enforces the capability
@@ -55,6 +57,7 @@ import warnings
 _libc = ctypes.CDLL(None, use_errno=True)
 _PR_SET_DUMPABLE = 4
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_MM = 35
 
 # Nothing else in the container may read this process's memory or file
 # descriptors: non-dumpable makes /proc/1/{mem,fd,environ,...} root-owned
@@ -221,6 +224,9 @@ def _trusted_dirs():
         if p and os.path.isdir(p):
             dirs.add(os.path.realpath(p))
     dirs.discard(os.path.realpath(_WORKDIR))
+    # What install-package brought in is the caller's choice, not the
+    # image's: its code counts as user code.
+    dirs.discard(os.path.realpath(_PACKAGES))
     dirs.discard("/")
     return tuple(sorted(d.rstrip("/") + "/" for d in dirs))
 
@@ -349,12 +355,12 @@ _SYSCALLS = {
                    clone3=435, socket=41, socketpair=53, ioctl=16, memfd_create=319, mmap=9, mprotect=10,
                    pkey_mprotect=329, ptrace=101, process_vm_readv=310, process_vm_writev=311, kcmp=312,
                    personality=135, io_uring_setup=425, io_uring_enter=426, io_uring_register=427,
-                   pidfd_getfd=438, userfaultfd=323, shmat=30),
+                   pidfd_getfd=438, userfaultfd=323, shmat=30, prctl=157),
     "aarch64": dict(arch=_AUDIT_ARCH_AARCH64, seccomp=277, execve=221, execveat=281, clone=220, clone3=435,
                     socket=198, socketpair=199, ioctl=29, memfd_create=279, mmap=222, mprotect=226,
                     pkey_mprotect=288, ptrace=117, process_vm_readv=270, process_vm_writev=271, kcmp=272,
                     personality=92, io_uring_setup=425, io_uring_enter=426, io_uring_register=427,
-                    pidfd_getfd=438, userfaultfd=282, shmat=196),
+                    pidfd_getfd=438, userfaultfd=282, shmat=196, prctl=167),
 }
 
 _LD_W_ABS = 0x20
@@ -402,6 +408,15 @@ def _seccomp_program(caps, machine):
     for name in ("ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd", "userfaultfd",
                  "io_uring_setup", "io_uring_enter", "io_uring_register"):
         deny(sc[name])
+    # The worker stays non-dumpable, so its /proc/self/mem (which writes
+    # past page protections) stays root's: no PR_SET_DUMPABLE, and no
+    # PR_SET_MM to rewrite its memory map's bookkeeping.
+    add(_LD_W_ABS, _OFF_NR)
+    add(_JEQ, sc["prctl"], 0, 4)
+    add(_LD_W_ABS, _arg(0))
+    add(_JEQ, _PR_SET_DUMPABLE, 1, 0)
+    add(_JEQ, _PR_SET_MM, 0, 1)
+    add(_RET, _ret_errno(errno.EPERM))
     if caps is not None:
         if not caps.get("processes"):
             for name in ("fork", "vfork", "execve", "execveat"):
@@ -436,15 +451,20 @@ def _seccomp_program(caps, machine):
         if not caps.get("native_code"):
             deny(sc["memfd_create"])
             deny(sc["personality"])  # READ_IMPLIES_EXEC would make every mapping executable
-            # anonymous executable mappings: mmap(PROT_EXEC, MAP_ANONYMOUS)
+            # mmap(PROT_EXEC) only of a file, private and not writable:
+            # code the image holds, as the dynamic loader maps it. Refused:
+            # PROT_WRITE with it, MAP_ANONYMOUS, and MAP_SHARED (a shared
+            # mapping of /dev/zero or shared memory can be mapped a second
+            # time, writable, with mremap).
             add(_LD_W_ABS, _OFF_NR)
-            add(_JEQ, sc["mmap"], 0, 6)
+            add(_JEQ, sc["mmap"], 0, 7)
             add(_LD_W_ABS, _arg(2))
-            add(_JSET, 0x4, 0, 3)
+            add(_JSET, 0x4, 0, 3)  # PROT_EXEC
+            add(_JSET, 0x2, 3, 0)  # PROT_WRITE
             add(_LD_W_ABS, _arg(3))
-            add(_JSET, 0x20, 0, 1)
-            add(_RET, _ret_errno(errno.EPERM))
+            add(_JSET, 0x21, 1, 0)  # MAP_ANONYMOUS, MAP_SHARED(_VALIDATE)
             add(_RET, _RET_ALLOW)
+            add(_RET, _ret_errno(errno.EPERM))
             for name in ("mprotect", "pkey_mprotect"):
                 add(_LD_W_ABS, _OFF_NR)
                 add(_JEQ, sc[name], 0, 3)
@@ -566,7 +586,6 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
     proc_prefixes = ("/proc/1/", "/proc/%d/" % os.getppid())
     proc_public = frozenset(p + n for p in proc_prefixes for n in ("cmdline", "stat", "status", "comm"))
     ptmx = ("/dev/ptmx", "/dev/pts/ptmx")
-    writable = tuple(p.rstrip("/") + "/" for p in (_WORKDIR, "/tmp", "/dev/shm", "/var/tmp", "/run", "/proc"))
     tainted = {}
     depth = {}
     ours = set()
@@ -609,11 +628,21 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
         return f
 
     def judge(f, name, fromlist, static, via_c=False, _is_user=is_user, _allowed=allowed, _blocked=blocked,
-              _strval=strval, _denied=_module_denied,
+              _strval=strval, _denied=_module_denied, _no_ffi="native_code" in denied,
               _dynamic=frozenset(("__import__", "import_module", "_gcd_import", "_bootstrap"))):
+        user = _is_user(f)
+        if _no_ffi:
+            # FFI is native code: ctypes is refused to user code and to a
+            # library's computed import; cffi has no audit events to judge
+            # its calls by, so it is refused to libraries too. A library's
+            # own import of ctypes (numpy's statement, scipy's C code)
+            # passes; every ctypes call it makes is refused in the hook.
+            top = name.split(".", 1)[0]
+            own = static or (via_c and f is not None and _dynamic.isdisjoint(f.f_code.co_names))
+            if top in ("cffi", "_cffi_backend") or (top in ("ctypes", "_ctypes") and (user or not own)):
+                raise ModuleBlockedError("import of %r refused at run time: %s" % (name, _MSG["native_code"]), name=name)
         if not (_allowed or _blocked):
             return
-        user = _is_user(f)
         if not user:
             # A library's import statement is the library's own; so is an
             # import by C code it called, seen through builtins.__import__
@@ -652,6 +681,10 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
         real = _realpath(path)
         if (real.startswith(_proc) or real + "/" in _proc) and real not in _public:
             raise PermissionError(errno.EACCES, "opening %s is not allowed in the sandbox (it belongs to the sandbox's runner)" % path)
+        if real.startswith("/proc/") and (real.endswith("/mem") or "/map_files/" in real + "/"):
+            # The kernel refuses them too: the worker is non-dumpable.
+            raise PermissionError(errno.EACCES, "opening %s is not allowed in the sandbox: no process may read or "
+                                  "write the code's memory through /proc (the worker is kept non-dumpable)" % path)
         if "pty" in _denied and real in _ptmx:
             raise PermissionError(errno.EPERM, _MSG["pty"])
 
@@ -659,7 +692,7 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
              _proc_events=proc_events, _fams=fams, _sock_names=sock_names, _introspection=introspection,
              _in_hook=in_hook_denied, _taint=taint, _is_user=is_user, _user_on_stack=user_on_stack,
              _importer=importer, _judge=judge, _static=static_import, _check_path=check_path,
-             _blocked=blocked, _allowed=allowed, _origins=origins, _writable=writable, _strval=strval,
+             _blocked=blocked, _allowed=allowed, _origins=origins, _strval=strval,
              _ours=ours, _code=types.CodeType, _machinery=machinery, _id=id, _tainted=tainted,
              _main=main_ident, _runner_id=id(runner_globals), _frame_type=types.FrameType,
              _realpath=os.path.realpath, _kept=kept, _trusted=_TRUSTED,
@@ -760,13 +793,15 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
                 if len(args) > 1 and _id(args[0]) in _ours:
                     raise PermissionError(errno.EPERM, "the sandbox's guard cannot be inspected")
             elif event.startswith("ctypes."):
-                if event == "ctypes.dlopen" and "native_code" in _denied:
-                    name = args[0] if args else None
-                    if type(name) is bytes:
-                        name = name.decode("utf-8", "surrogateescape")
-                    name = _strval(name)
-                    if name and "/" in name and _realpath(name).startswith(_writable):
-                        raise PermissionError(errno.EPERM, _MSG["native_code"])
+                if "native_code" in _denied and not (event == "ctypes.dlopen" and args and args[0] is None):
+                    # Every foreign call, load, symbol and raw address,
+                    # whichever frame makes it: a library's frame proves
+                    # nothing (functools.singledispatch, string.Formatter
+                    # and numpy.ctypeslib.ctypes call for the user). A
+                    # handle on the program itself loads nothing: ctypes
+                    # takes one when it is imported (pythonapi), and
+                    # numpy imports ctypes.
+                    raise PermissionError(errno.EPERM, "%s is refused at run time: %s" % (event, _MSG["native_code"]))
                 if _blocked or _allowed:
                     why = _module_denied("ctypes", _allowed, _blocked)
                     # ctypes' own Python code is part of a ctypes call: the
@@ -838,6 +873,46 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
     builtins.__import__ = guarded_import
     importlib.import_module = guarded_import_module
     importlib.__import__ = guarded_import
+    if "native_code" in denied:
+        _refuse_package_extensions()
+
+
+class _RefusedExtension:
+    """The loader of an extension module found in the package volume while
+    native code is denied: its import fails naming the policy."""
+
+    def __init__(self, fullname, path):
+        self.name, self.path = fullname, path
+
+    def create_module(self, spec):
+        raise ModuleBlockedError("import of %r refused at run time: %s is native code from %s, and %s" % (
+            self.name, os.path.basename(self.path), _PACKAGES, _MSG["native_code"]), name=self.name)
+
+    def exec_module(self, module):
+        pass
+
+
+def _refuse_package_extensions():
+    """Directories under the package volume get finders whose extension
+    modules (.so) are refused: what install-package brought in runs as
+    Python only while native code is denied."""
+    from importlib.machinery import (BYTECODE_SUFFIXES, EXTENSION_SUFFIXES, SOURCE_SUFFIXES, FileFinder,
+                                     SourceFileLoader, SourcelessFileLoader)
+    root = os.path.realpath(_PACKAGES)
+    loaders = ((_RefusedExtension, EXTENSION_SUFFIXES), (SourceFileLoader, SOURCE_SUFFIXES),
+               (SourcelessFileLoader, BYTECODE_SUFFIXES))
+
+    def packages_hook(path, _root=root, _realpath=os.path.realpath, _finder=FileFinder, _loaders=loaders):
+        real = _realpath(path)
+        if real == _root or real.startswith(_root + "/"):
+            return _finder(path, *_loaders)
+        raise ImportError("not in the package volume", path=path)
+
+    sys.path_hooks.insert(0, packages_hook)
+    for p in list(sys.path_importer_cache):
+        real = os.path.realpath(p)
+        if real == root or real.startswith(root + "/"):
+            del sys.path_importer_cache[p]
 
 
 _CORE = frozenset(("os", "sys", "posix", "builtins", "io", "_io", "abc", "_abc", "codecs", "_codecs", "encodings",
@@ -1193,14 +1268,20 @@ def _worker_main(ctrl_r, res_w, out_w, err_w):
                 os.close(fd)
             except OSError:
                 pass
-    # The worker's own files in /proc are its own (readable by its
-    # children); the runner's stay closed. The OOM killer takes it first.
+    # The OOM killer takes the worker first: its oom_score_adj is written
+    # while it is dumpable for a moment (its /proc files are the user's
+    # then), before any user code. Then it is non-dumpable for good (the
+    # capability filter refuses PR_SET_DUMPABLE): its /proc/self/mem,
+    # which writes past page protections, is root's, and so are its fd,
+    # environ and map_files.
     _libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
     try:
         with open("/proc/self/oom_score_adj", "w") as f:
             f.write("1000")
     except OSError:
         pass
+    if _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        os._exit(70)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGUSR1, _on_signal)
     signal.signal(signal.SIGUSR2, _on_signal)
