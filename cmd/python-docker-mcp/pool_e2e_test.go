@@ -2,14 +2,18 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 )
 
@@ -69,4 +73,124 @@ func TestHTTPPoolClassesPerSubject(t *testing.T) {
 	if out := run(bob, "bob", check); out != "[]" {
 		t.Errorf("bob's transient call found %q already imported: alice's learned imports", out)
 	}
+}
+
+// TestHTTPPoolFrozenSandboxIsRetired freezes (docker pause) every warm
+// sandbox of a running server: the next call must not wait on a frozen one
+// and be blamed for a timeout; the frozen sandboxes are retired (removed)
+// and the call runs in a fresh one.
+func TestHTTPPoolFrozenSandboxIsRetired(t *testing.T) {
+	cli := dockertest.RequireImage(t, config.Default().Docker.Image)
+	url, _, pid := startHTTPServer(t, cli, "--set", "pool.size=2", "--set", "pool.max_size=2")
+	murl := strings.TrimSuffix(url, "/mcp") + "/metrics"
+	for deadline := time.Now().Add(2 * time.Minute); value(scrape(t, murl), "python_docker_mcp_pool_idle{kind=transient}") != 2; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the pool did not fill in two minutes")
+		}
+	}
+	f := make(client.Filters).Add("label", executor.LabelKind+"="+executor.KindTransient).
+		Add("label", fmt.Sprintf("%s=%d", executor.LabelPID, pid)).Add("status", "running")
+	l, err := cli.ContainerList(context.Background(), client.ContainerListOptions{Filters: f})
+	if err != nil || len(l.Items) != 2 {
+		t.Fatalf("warm sandboxes: %v %v, want 2", l.Items, err)
+	}
+	var frozen []string
+	for _, c := range l.Items {
+		// The cgroup freezer can refuse while a process is between states
+		// ("unable to freeze"); a moment later it takes.
+		var err error
+		for try := 0; try < 10; try++ {
+			if _, err = cli.ContainerPause(context.Background(), c.ID, client.ContainerPauseOptions{}); err == nil {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		frozen = append(frozen, c.ID)
+	}
+	t.Cleanup(func() { // so that the server can remove them if the test fails
+		for _, id := range frozen {
+			cli.ContainerUnpause(context.Background(), id, client.ContainerUnpauseOptions{})
+		}
+	})
+
+	cs := connectHTTP(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "execute-transient", Arguments: map[string]any{"code": "2+2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := structured(t, res); res.IsError || st["status"] != "ok" || st["result"] != "4" {
+		t.Fatalf("2+2 with every warm sandbox frozen: %v %q, want status ok and 4 from a live sandbox", st["status"], text(res))
+	}
+	for _, id := range frozen {
+		_, err := cli.ContainerInspect(context.Background(), id, client.ContainerInspectOptions{})
+		if err == nil {
+			t.Errorf("frozen sandbox %.12s is still there after the call, want it retired", id)
+		}
+	}
+}
+
+// TestHTTPPoolIdleCap loads a server whose pool may hold 2 with 16 calls at
+// once: the warm sandboxes left afterwards never exceed pool.max_size.
+func TestHTTPPoolIdleCap(t *testing.T) {
+	cli := dockertest.RequireImage(t, config.Default().Docker.Image)
+	url, _, pid := startHTTPServer(t, cli, "--set", "pool.size=2", "--set", "pool.max_size=2", "--set", "quotas.sandboxes=16")
+	murl := strings.TrimSuffix(url, "/mcp") + "/metrics"
+	cs := connectHTTP(t, url)
+	var wg sync.WaitGroup
+	errs := make(chan string, 16)
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			code := fmt.Sprintf("import json\nprint(%d)", i)
+			if i%2 == 1 {
+				code = fmt.Sprintf("import decimal\nprint(%d)", i) // another class
+			}
+			res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "execute-transient", Arguments: map[string]any{"code": code}})
+			if err != nil || res.IsError {
+				errs <- fmt.Sprintf("call %d: %v %q", i, err, text(res))
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	// Watch the pool settle: late cold starts and refills land after the
+	// calls have answered. The pool's own count never passes the cap.
+	for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if n := value(scrape(t, murl), "python_docker_mcp_pool_idle{kind=transient}"); n > 2 {
+			t.Fatalf("pool_idle{transient} = %v after a 16-way load, want at most pool.max_size 2", n)
+		}
+	}
+	// The calls' own sandboxes are removed in the background after their
+	// answer; once they are gone, what still runs is the pool.
+	n := idleTransient(t, cli, pid)
+	for deadline := time.Now().Add(30 * time.Second); n > 2 && time.Now().Before(deadline); n = idleTransient(t, cli, pid) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if n > 2 {
+		t.Fatalf("%d running transient sandboxes with no call 45 s after the load, want at most pool.max_size 2", n)
+	}
+}
+
+// connectHTTP connects the go-sdk client to a server without
+// authentication (loopback).
+func connectHTTP(t *testing.T, url string) *sdk.ClientSession {
+	t.Helper()
+	c := sdk.NewClient(&sdk.Implementation{Name: "e2e-pool", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
 }
