@@ -77,8 +77,8 @@ func TestHTTPPoolClassesPerSubject(t *testing.T) {
 
 // TestHTTPPoolFrozenSandboxIsRetired freezes (docker pause) every warm
 // sandbox of a running server: the next call must not wait on a frozen one
-// and be blamed for a timeout; the frozen sandboxes are retired (removed)
-// and the call runs in a fresh one.
+// and be blamed for a timeout; the frozen sandbox it was offered is retired
+// (removed) and the call runs in another.
 func TestHTTPPoolFrozenSandboxIsRetired(t *testing.T) {
 	cli := dockertest.RequireImage(t, config.Default().Docker.Image)
 	url, _, pid := startHTTPServer(t, cli, "--set", "pool.size=2", "--set", "pool.max_size=2")
@@ -126,11 +126,16 @@ func TestHTTPPoolFrozenSandboxIsRetired(t *testing.T) {
 	if st := structured(t, res); res.IsError || st["status"] != "ok" || st["result"] != "4" {
 		t.Fatalf("2+2 with every warm sandbox frozen: %v %q, want status ok and 4 from a live sandbox", st["status"], text(res))
 	}
+	// The frozen sandbox the call was offered is retired; one of another
+	// class may still wait in the pool, and is pinged in its turn.
+	retired := 0
 	for _, id := range frozen {
-		_, err := cli.ContainerInspect(context.Background(), id, client.ContainerInspectOptions{})
-		if err == nil {
-			t.Errorf("frozen sandbox %.12s is still there after the call, want it retired", id)
+		if _, err := cli.ContainerInspect(context.Background(), id, client.ContainerInspectOptions{}); err != nil {
+			retired++
 		}
+	}
+	if retired == 0 {
+		t.Errorf("both frozen sandboxes are still there after the call, want the one it was offered retired")
 	}
 }
 
