@@ -30,7 +30,7 @@
 #     audit hook (PEP 578, cannot be removed) that enforces the capability
 #     classes and the module rules. Transient sandboxes use one worker for
 #     their one call; a persistent session keeps its worker (and so its
-#     globals) across calls.
+#     globals) across calls, stopped by the runner (SIGSTOP) between them.
 
 import ast
 import base64
