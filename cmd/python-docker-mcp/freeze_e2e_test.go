@@ -118,8 +118,8 @@ print(ctrl, res)
 	sc = structured(t, res)
 	r, _ := sc["integrity_reason"].(string)
 	t.Logf("second call: result %v, integrity %v (%s)", sc["result"], sc["integrity"], r)
-	if sc["integrity"] != "unverified" || !strings.Contains(r, "SIGALRM") {
-		t.Errorf("second call (result %v): integrity %v, reason %q; want unverified, naming the SIGALRM handler", sc["result"], sc["integrity"], r)
+	if sc["integrity"] != "unverified" || !strings.Contains(r, "a handler for SIGALRM") || !strings.Contains(r, "SIGALRM, which came while it was frozen") {
+		t.Errorf("second call (result %v): integrity %v, reason %q; want unverified, naming the SIGALRM handler and the signal that came while frozen", sc["result"], sc["integrity"], r)
 	}
 	// The session goes on: the next request reaches the worker's loop.
 	res = c.call(t, "execute-persistent", map[string]any{"session_id": id, "code": "6 * 7"})

@@ -1660,6 +1660,15 @@ def _thaw(w):
     new = [p for p in _others() if p not in frozen]
     if new:
         return False, 0, "process%s %s appeared while the session was frozen" % ("es" if len(new) > 1 else "", ", ".join(map(str, new[:10])))
+    # A signal that came while frozen (a timer's) is delivered on SIGCONT,
+    # before the worker reads this call's request.
+    st = _pstatus(w.pid)
+    try:
+        pending = (int(st.get("SigPnd", "0"), 16) | int(st.get("ShdPnd", "0"), 16)) & ~(1 << (signal.SIGCONT - 1))
+    except ValueError:
+        pending = 0
+    if pending:
+        w.left.append("%s, which came while it was frozen" % _sig_names(pending))
     for p in frozen:
         try:
             os.kill(p, signal.SIGCONT)
