@@ -166,6 +166,15 @@ type Result struct {
 	// every variable, import and function of earlier calls is gone.
 	StateLost bool   `json:"state_lost,omitempty"`
 	SessionID string `json:"session_id,omitempty"`
+	// Integrity (persistent) is "verified" when the session's interpreter
+	// ran no code before this call, so the reply can only come from it,
+	// and "unverified" otherwise; IntegrityReason says why, and what a
+	// call left running into the next one. IdleCPUMS is the CPU time the
+	// session's processes used between the last call and this one (they
+	// are stopped then, so anything but 0 is reported).
+	Integrity       string  `json:"integrity,omitempty"`
+	IntegrityReason string  `json:"integrity_reason,omitempty"`
+	IdleCPUMS       float64 `json:"idle_cpu_ms,omitempty"`
 }
 
 // RunError, Dropped and Image are the runner protocol's (see package
@@ -736,6 +745,9 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 		Files:         resp.Files,
 		DurationMS:    resp.DurationMS,
 		StateLost:     !transient && resp.StateLost,
+	}
+	if !transient {
+		res.Integrity, res.IntegrityReason, res.IdleCPUMS = resp.Integrity, resp.IntegrityReason, resp.IdleCPUMS
 	}
 	explainOOM(res, sb.lim.Memory)
 	res.Stdout, res.StdoutTruncated, res.StdoutFull, res.StdoutBytes = displayStream(resp.Stdout, resp.StdoutTruncated, c.outputCap())

@@ -119,13 +119,19 @@ type Reply struct {
 	DurationMS      float64         `json:"duration_ms"`
 	StateLost       bool            `json:"state_lost"`
 	Armed           bool            `json:"armed"` // run: the worker had installed the call's guard ahead of it
-	Failed          []string        `json:"failed"`
-	RunnerCode      []byte          `json:"runner_code"`
-	Stdlib          string          `json:"stdlib"`
-	Syntax          *SyntaxError    `json:"syntax"`
-	Data            []byte          `json:"data"`
-	Entries         []Entry         `json:"entries"`
-	FileSize        int64           `json:"file_size"`
+	// run (persistent): whether the reply can be shown to come only from
+	// this call's code ("verified", "unverified"), why, and the CPU time
+	// the session's processes used while frozen between calls.
+	Integrity       string       `json:"integrity"`
+	IntegrityReason string       `json:"integrity_reason"`
+	IdleCPUMS       float64      `json:"idle_cpu_ms"`
+	Failed          []string     `json:"failed"`
+	RunnerCode      []byte       `json:"runner_code"`
+	Stdlib          string       `json:"stdlib"`
+	Syntax          *SyntaxError `json:"syntax"`
+	Data            []byte       `json:"data"`
+	Entries         []Entry      `json:"entries"`
+	FileSize        int64        `json:"file_size"`
 }
 
 // DecodeReply decodes one frame from the sandbox and checks that it

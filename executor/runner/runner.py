@@ -30,7 +30,7 @@
 #     audit hook (PEP 578, cannot be removed) that enforces the capability
 #     classes and the module rules. Transient sandboxes use one worker for
 #     their one call; a persistent session keeps its worker (and so its
-#     globals) across calls.
+#     globals) across calls, stopped by the runner (SIGSTOP) between them.
 
 import ast
 import base64
@@ -1226,6 +1226,10 @@ class _Worker:
         self.runs = 0
         self.dead = False
         self.status = None
+        # Between calls of a session: {pid: (start time, cpu ticks)} of the
+        # processes the runner stopped, and what it found left running.
+        self.frozen = None
+        self.left = []
 
     def kill(self, wait=True):
         # wait=False leaves the process's teardown (about a millisecond for
@@ -1528,6 +1532,149 @@ def _worker_run(req, denied):
 
 
 # ---------------------------------------------------------------- runner side
+
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+# The signals a worker handles itself (see _worker_main): any other handler
+# was installed by user code.
+_WORKER_SIGS = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGUSR1 - 1)) | (1 << (signal.SIGUSR2 - 1))
+
+
+def _pstat(pid):
+    """(state, start time, utime+stime in ticks) of a process from
+    /proc/PID/stat, or None when it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return fields[0].decode(), int(fields[19]), int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _pstatus(pid):
+    out = {}
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                out[k] = v.strip()
+    except OSError:
+        pass
+    return out
+
+
+def _sig_names(mask):
+    names = []
+    for n in range(1, 65):
+        if mask & (1 << (n - 1)):
+            try:
+                names.append(signal.Signals(n).name)
+            except ValueError:
+                names.append("signal %d" % n)
+    return ", ".join(names)
+
+
+def _others():
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != _PID and not _zombie(p)]
+
+
+def _left_running(w):
+    """What the session's worker has running besides its main thread
+    waiting for the next request, seen from outside it: extra threads,
+    signal handlers user code installed, pending signals."""
+    left = []
+    try:
+        n = len(os.listdir("/proc/%d/task" % w.pid))
+    except OSError:
+        n = 1
+    if n > 1:
+        left.append("%d thread%s besides the main one" % (n - 1, "s" if n > 2 else ""))
+    st = _pstatus(w.pid)
+    try:
+        extra = int(st.get("SigCgt", "0"), 16) & ~_WORKER_SIGS
+        pending = int(st.get("SigPnd", "0"), 16) | int(st.get("ShdPnd", "0"), 16)
+    except ValueError:
+        extra = pending = 0
+    if extra:
+        left.append("a handler for %s (a timer or signal can run code in it)" % _sig_names(extra))
+    if pending & ~(1 << (signal.SIGSTOP - 1)) & ~(1 << (signal.SIGCONT - 1)):
+        left.append("pending %s" % _sig_names(pending))
+    return left
+
+
+def _freeze(w):
+    """Stops every process of the sandbox but the runner after a session's
+    call (SIGSTOP: the worker can neither catch, block nor undo it; only the
+    runner sends SIGCONT) and checks each is stopped. Records each one's
+    start time and CPU time for _thaw. False when one would not stop."""
+    w.left = _left_running(w)
+    pids = _others()
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGSTOP)
+        except OSError:
+            pass
+    frozen = {}
+    deadline = time.monotonic() + 2
+    for p in pids:
+        while True:
+            st = _pstat(p)
+            if st is None:
+                break
+            tasks = []
+            try:
+                tasks = os.listdir("/proc/%d/task" % p)
+            except OSError:
+                pass
+            if st[0] == "T" and all((_pstat_task(p, t) or "T") == "T" for t in tasks):
+                frozen[p] = (st[1], st[2])
+                break
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.001)
+    w.frozen = frozen
+    return w.pid in frozen
+
+
+def _pstat_task(pid, tid):
+    try:
+        with open("/proc/%d/task/%s/stat" % (pid, tid), "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0].decode()
+    except (OSError, IndexError):
+        return None
+
+
+def _thaw(w):
+    """Checks that the processes are the ones _freeze stopped (same pid,
+    same start time, still stopped, nothing new) and resumes them. Returns
+    (ok, CPU milliseconds they used while frozen, what is wrong)."""
+    frozen, w.frozen = w.frozen, None
+    idle = 0
+    for p, (start, cpu) in frozen.items():
+        st = _pstat(p)
+        if st is None or st[1] != start:
+            return False, 0, "process %d is not the one frozen after the last call" % p
+        if st[0] != "T":
+            return False, 0, "process %d was not stopped (state %s)" % (p, st[0])
+        idle += st[2] - cpu
+    new = [p for p in _others() if p not in frozen]
+    if new:
+        return False, 0, "process%s %s appeared while the session was frozen" % ("es" if len(new) > 1 else "", ", ".join(map(str, new[:10])))
+    # A signal that came while frozen (a timer's) is delivered on SIGCONT,
+    # before the worker reads this call's request.
+    st = _pstatus(w.pid)
+    try:
+        pending = (int(st.get("SigPnd", "0"), 16) | int(st.get("ShdPnd", "0"), 16)) & ~(1 << (signal.SIGCONT - 1))
+    except ValueError:
+        pending = 0
+    if pending:
+        w.left.append("%s, which came while it was frozen" % _sig_names(pending))
+    for p in frozen:
+        try:
+            os.kill(p, signal.SIGCONT)
+        except OSError:
+            pass
+    return True, idle * 1000.0 / _CLK_TCK, ""
 
 
 def _new_worker():
@@ -2005,8 +2152,27 @@ class _Runner:
                 lost = True
             w.kill()
             w = self.worker = None
+        idle_ms, thaw_fail = 0.0, ""
+        if w is not None and w.frozen is not None:
+            ok, idle_ms, thaw_fail = _thaw(w)
+            if not ok:
+                w.kill()
+                _kill_strays(None)
+                w = self.worker = None
+                lost = True
         if w is None:
             w = self.worker = _new_worker()
+        integrity, why = "verified", []
+        if thaw_fail:
+            why.append("the session's interpreter was replaced: " + thaw_fail)
+        if w.runs > 0:
+            integrity = "unverified"
+            if w.left:
+                why.append("the last call left running: %s (frozen between calls, resumed for this one)" % "; ".join(w.left))
+            if idle_ms > 0:
+                why.append("the session used %.0f ms of CPU time between calls" % idle_ms)
+            why.append("earlier calls' code ran in this interpreter and can change how it reads its requests, "
+                       "so the runner cannot show that this reply came only from this call's code")
         w.key = key
         w.runs += 1
 
@@ -2115,7 +2281,20 @@ class _Runner:
             # Its sandbox is removed after this call: nothing to wait for.
             w.kill(wait=False)
         elif not w.dead:
+            strays = len([p for p in _others() if p != w.pid])
             _kill_strays(w.pid)
+            # Nothing of the session runs until its next call.
+            if not _freeze(w):
+                w.kill()
+                _kill_strays(None)
+                self.lost = True
+                why.append("the session's interpreter did not stop after the call and was killed")
+            else:
+                left = list(w.left)
+                if strays:
+                    left.append("%d process%s (killed)" % (strays, "es" if strays > 1 else ""))
+                if left:
+                    why.append("this call left running: %s; the next call's result says unverified" % "; ".join(left))
         else:
             # The session's interpreter was killed: what it started goes
             # with it, before a new one is forked.
@@ -2142,6 +2321,10 @@ class _Runner:
             resp["files"] = files
         if lost and not transient:
             resp["state_lost"] = True
+        if not transient:
+            resp["integrity"] = integrity
+            resp["integrity_reason"] = "; ".join(why)
+            resp["idle_cpu_ms"] = idle_ms
         resp["duration_ms"] = (time.perf_counter() - t0) * 1000
         if armed:
             resp["armed"] = True  # the worker had installed the call's guard before it came

@@ -64,6 +64,9 @@ type runOut struct {
 	DurationMS      float64            `json:"duration_ms"`
 	SessionID       string             `json:"session_id,omitempty" jsonschema:"The persistent session (execute-persistent)."`
 	StateLost       bool               `json:"state_lost" jsonschema:"True once after the session's sandbox had to be restarted: its variables, imports and files are gone."`
+	Integrity       string             `json:"integrity,omitempty" jsonschema:"execute-persistent: verified when the session's interpreter ran no code before this call (the reply can only come from it); unverified when earlier calls' code ran in it (it could have changed how requests are read); integrity_reason says why."`
+	IntegrityReason string             `json:"integrity_reason,omitempty" jsonschema:"Why integrity is unverified, and anything a call left running (threads, signal handlers) into the next call."`
+	IdleCPUMS       float64            `json:"idle_cpu_ms,omitempty" jsonschema:"CPU time the session's processes used between the last call and this one (they are stopped between calls)."`
 	Violations      []policy.Violation `json:"violations"`
 	Warnings        []policy.Violation `json:"warnings"`
 	Quota           *quota.Error       `json:"quota,omitempty" jsonschema:"The quota that refused the call (status quota_exceeded): its name, the caller's use, what it asked for, the bound and the config key that raises it."`
@@ -405,6 +408,7 @@ func (s *Server) render(owner string, res *executor.Result, dec policy.Decision,
 		Result: res.Result, State: res.State, DroppedState: res.DroppedState,
 		MissingState: res.MissingState, Unreturned: res.Unreturned,
 		Images: len(res.Images), DurationMS: res.DurationMS, SessionID: res.SessionID, StateLost: res.StateLost,
+		Integrity: res.Integrity, IntegrityReason: res.IntegrityReason, IdleCPUMS: res.IdleCPUMS,
 		Warnings: warnings,
 	}.sent()
 	if len(res.StateTooLarge) > 0 {
@@ -522,6 +526,9 @@ func text(o runOut) string {
 	}
 	if o.StateLost {
 		b.WriteString("state lost: the session's sandbox had stopped and was restarted, so variables, imports and files from earlier calls are gone\n")
+	}
+	if o.Integrity == "unverified" && o.IntegrityReason != "" && !strings.HasPrefix(o.IntegrityReason, "earlier calls") {
+		b.WriteString("integrity unverified: " + o.IntegrityReason + "\n")
 	}
 	stream := func(name, shown string, cut bool, total int64, uri string) {
 		if shown == "" {
