@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -66,4 +67,40 @@ func TestBlockedCallsAtRunTime(t *testing.T) {
 	c.call(t, "cleanup-session", map[string]any{"session_id": sid})
 	c.cs.Close()
 	waitNoSandboxes(t, cli, c.pid, "after the runtime blocked calls")
+}
+
+// TestGateOnlyCallsReported: config validate and policy check name the
+// blocked_calls entries the sandbox cannot enforce at run time (whole, or
+// the rest of a module entry), and not those it can.
+func TestGateOnlyCallsReported(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	code := filepath.Join(dir, "x.py")
+	if err := os.WriteFile(cfg, []byte("blocked_calls: [open, shutil.rmtree, os.getcwd, getattr, subprocess]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(code, []byte("print(1)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"config", "validate", cfg}, {"policy", "check", "--config", cfg, code}} {
+		out, err := exec.Command(binary, args...).CombinedOutput()
+		got := string(out)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, got)
+		}
+		for _, want := range []string{
+			"blocked_calls: os.getcwd is enforced by the static gate only, not at run time",
+			"blocked_calls: getattr is enforced by the static gate only, not at run time",
+			"blocked_calls: subprocess (other than subprocess.Popen, ",
+		} {
+			if !strings.Contains(got, want) {
+				t.Errorf("%v: %q, want it to say %q", args, got, want)
+			}
+		}
+		for _, runtime := range []string{"blocked_calls: open ", "blocked_calls: shutil.rmtree "} {
+			if strings.Contains(got, runtime) {
+				t.Errorf("%v: %q reports %q as gate-only; it holds at run time", args, got, runtime)
+			}
+		}
+	}
 }
