@@ -726,7 +726,7 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals, calls=())
             globals, locals = f.f_globals, f.f_locals
         return _pdm_eval(source, globals, locals)
 
-    def judge_call(event, args, f, _calls=call_events, _is_user=is_user, _machinery=machinery, _id=id,
+    def judge_call(event, args, f, _calls=call_events, _is_user=is_user, _machinery=machinery, _id=id, _static=static_import,
                    _main=main_ident, _ident=_thread.get_ident, _strval=strval, _trusted=_TRUSTED,
                    _realpath=os.path.realpath, _err=CallBlockedError):
         if event == "open":
@@ -745,7 +745,11 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals, calls=())
         u = f
         while u is not None:
             if _id(u.f_globals) in _machinery:
-                return
+                while u is not None and _id(u.f_globals) in _machinery:
+                    u = u.f_back
+                if u is None or not _is_user(u) or _static(u):
+                    return
+                break  # user code called the import system's functions itself
             if _is_user(u):
                 break
             u = u.f_back
