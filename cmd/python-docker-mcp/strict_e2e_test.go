@@ -41,6 +41,9 @@ func TestStrictExample(t *testing.T) {
 		{"getattr of builtins", "getattr(__builtins__, 'ev' + 'al')('1')", "dynamic."},
 		{"subclass walk", "().__class__.__base__.__subclasses__()", "dynamic."},
 		{"importlib", "import importlib\nimportlib.import_module('os')", "modules.blocked"},
+		// Spellings the static gate lets pass: refused at run time.
+		{"open through a list", "print([open][0]('/etc/hostname').read())", "calls.blocked, refused at run time"},
+		{"open through a lambda", "(lambda f: f('/etc/passwd'))(open)", "calls.blocked, refused at run time"},
 	}
 	for _, d := range denied {
 		res := c.call(t, "execute-transient", map[string]any{"code": d.code})

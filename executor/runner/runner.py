@@ -28,7 +28,7 @@
 #     Before the first user code it installs PR_SET_NO_NEW_PRIVS and a
 #     seccomp filter built from the request's capabilities, and a CPython
 #     audit hook (PEP 578, cannot be removed) that enforces the capability
-#     classes and the module rules. Transient sandboxes use one worker for
+#     classes, the module rules and the blocked calls it can observe. Transient sandboxes use one worker for
 #     their one call; a persistent session keeps its worker (and so its
 #     globals) across calls.
 
