@@ -97,6 +97,9 @@ func (r Request) progress(msg string) {
 type ModuleRules struct {
 	Allowed []string `json:"allowed"`
 	Blocked []string `json:"blocked"`
+	// Calls are the blocked calls the runner's audit hook enforces at
+	// run time (see CallGuards); nil means none.
+	Calls []CallGuard `json:"calls,omitempty"`
 }
 
 // Capabilities are the kernel-enforced capability classes of one run. The
@@ -577,7 +580,7 @@ func (e *Executor) outputCap() int64 { return e.config().outputCap() }
 // request carries none.
 func (e *Executor) modules(m ModuleRules) ModuleRules {
 	if m.Allowed == nil && m.Blocked == nil {
-		m = ModuleRules{Allowed: e.config().AllowedModules, Blocked: e.config().BlockedModules}
+		m = ModuleRules{Allowed: e.config().AllowedModules, Blocked: e.config().BlockedModules, Calls: m.Calls}
 	}
 	if m.Allowed == nil {
 		m.Allowed = []string{}

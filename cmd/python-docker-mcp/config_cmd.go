@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor"
 )
 
 // runConfig serves `config show [--json]`.
@@ -100,7 +101,7 @@ func runConfigValidate(args []string, stdout, stderr io.Writer) int {
 	if len(args) != 1 {
 		return usageError(stderr, fmt.Errorf("config validate: want exactly one FILE"))
 	}
-	_, err := config.Load(config.Options{File: args[0], Home: "/nonexistent"})
+	l, err := config.Load(config.Options{File: args[0], Home: "/nonexistent"})
 	if err != nil {
 		if errs, ok := err.(config.Errors); ok {
 			fmt.Fprintf(stderr, "%s: %d error(s)\n", args[0], len(errs))
@@ -109,5 +110,20 @@ func runConfigValidate(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	fmt.Fprintf(stdout, "%s: valid\n", args[0])
+	for _, n := range gateOnlyNotes(l.Config.BlockedCalls) {
+		fmt.Fprintf(stdout, "%s: note: %s\n", args[0], n)
+	}
 	return exitOK
+}
+
+// gateOnlyNotes name the blocked_calls entries (or their parts) that the
+// static gate judges but the sandbox cannot enforce at run time (see
+// executor.CallGuards), one line each.
+func gateOnlyNotes(blocked []string) []string {
+	_, gateOnly := executor.CallGuards(blocked)
+	notes := make([]string, 0, len(gateOnly))
+	for _, e := range gateOnly {
+		notes = append(notes, fmt.Sprintf("blocked_calls: %s is enforced by the static gate only, not at run time", e))
+	}
+	return notes
 }

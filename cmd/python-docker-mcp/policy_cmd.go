@@ -83,6 +83,9 @@ func policyCheck(ctx context.Context, cfg config.Config, e *policy.Engine, file 
 		return exitFail
 	}
 	facts, d := c.Facts, c.Decision
+	for _, n := range gateOnlyNotes(cfg.BlockedCalls) {
+		fmt.Fprintf(stderr, "python-docker-mcp policy check: note: %s\n", n)
+	}
 	var caret string
 	if c.Syntax != nil {
 		// The static step cannot parse the code: the server asks CPython

@@ -28,7 +28,7 @@
 #     Before the first user code it installs PR_SET_NO_NEW_PRIVS and a
 #     seccomp filter built from the request's capabilities, and a CPython
 #     audit hook (PEP 578, cannot be removed) that enforces the capability
-#     classes and the module rules. Transient sandboxes use one worker for
+#     classes, the module rules and the blocked calls it can observe. Transient sandboxes use one worker for
 #     their one call; a persistent session keeps its worker (and so its
 #     globals) across calls, stopped by the runner (SIGSTOP) between them.
 
@@ -517,6 +517,11 @@ class ModuleBlockedError(ImportError):
     """An import made for user code that the sandbox's module rules forbid."""
 
 
+class CallBlockedError(PermissionError):
+    """A call made by user code, or by a library on its behalf, that
+    blocked_calls forbids (rule calls.blocked), refused at run time."""
+
+
 def _module_denied(mod, allowed, blocked):
     names = [mod]
     top = mod.split(".", 1)[0]
@@ -534,10 +539,12 @@ def _module_denied(mod, allowed, blocked):
     return None
 
 
-def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
+def _install_guard(caps, allowed, blocked, main_ident, runner_globals, calls=()):
     """Installs the audit hook. Its state lives in default arguments of
     functions that nothing else references, so user code cannot reach it
-    (closure cells and module globals can be reached by a frame walk)."""
+    (closure cells and module globals can be reached by a frame walk).
+    calls are the blocked calls enforced at run time: {"name", "entry",
+    "event", "direct"} (executor.CallGuard)."""
     import _thread
     import importlib._bootstrap as _bs
     import importlib._bootstrap_external as _bse
@@ -586,6 +593,18 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
     proc_prefixes = ("/proc/1/", "/proc/%d/" % os.getppid())
     proc_public = frozenset(p + n for p in proc_prefixes for n in ("cmdline", "stat", "status", "comm"))
     ptmx = ("/dev/ptmx", "/dev/pts/ptmx")
+    # The blocked calls: audit event (or "os.open": the open event of
+    # os.open; "builtins.exec"/"builtins.eval": the runner's wrappers) ->
+    # (message, direct). The first guard of an event wins.
+    call_events = {}
+    for g in calls or ():
+        if not isinstance(g, dict):
+            continue
+        ev, name, entry = g.get("event"), g.get("name"), g.get("entry")
+        if type(ev) is str and type(name) is str and type(entry) is str and ev not in call_events:
+            call_events[ev] = ("call to %s is blocked (blocked_calls lists %s) [calls.blocked, refused at run time]"
+                               % (name, json.dumps(entry)), bool(g.get("direct")))
+    call_events = types.MappingProxyType(call_events)
     tainted = {}
     depth = {}
     ours = set()
@@ -688,6 +707,67 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
         if "pty" in _denied and real in _ptmx:
             raise PermissionError(errno.EPERM, _MSG["pty"])
 
+    # The wrappers of exec and eval (put in builtins when blocked_calls
+    # lists them) keep no state in arguments a caller could pass: they
+    # read the originals from their private globals (priv, below).
+    def guarded_exec(source, globals=None, locals=None, *, closure=None):
+        f = _pdm_getframe(1)
+        _pdm_audit("builtins.exec", f)
+        if globals is None:
+            globals, locals = f.f_globals, f.f_locals
+        if closure is not None:
+            return _pdm_exec(source, globals, locals, closure=closure)
+        return _pdm_exec(source, globals, locals)
+
+    def guarded_eval(source, globals=None, locals=None):
+        f = _pdm_getframe(1)
+        _pdm_audit("builtins.eval", f)
+        if globals is None:
+            globals, locals = f.f_globals, f.f_locals
+        return _pdm_eval(source, globals, locals)
+
+    def judge_call(event, args, f, _calls=call_events, _is_user=is_user, _machinery=machinery, _id=id, _static=static_import,
+                   _main=main_ident, _ident=_thread.get_ident, _strval=strval, _trusted=_TRUSTED,
+                   _realpath=os.path.realpath, _err=CallBlockedError):
+        if event == "open":
+            if len(args) > 1 and args[1] is None:
+                event = "os.open"
+        g = _calls.get(event)
+        if g is None:
+            return
+        msg, direct = g
+        if direct:
+            if _is_user(f):
+                raise _err(msg)
+            return
+        # User code on the stack, not under an import (an import is the
+        # module rules' to judge): the call is made for the user.
+        u = f
+        while u is not None:
+            if _id(u.f_globals) in _machinery:
+                while u is not None and _id(u.f_globals) in _machinery:
+                    u = u.f_back
+                if u is None or not _is_user(u) or _static(u):
+                    return
+                break  # user code called the import system's functions itself
+            if _is_user(u):
+                break
+            u = u.f_back
+        if u is None and _ident() == _main:
+            return
+        if event == "open" and not _is_user(f):
+            # A library reading a file of the image (linecache for a
+            # warning, its own data) on the user's behalf.
+            mode = _strval(args[1]) if len(args) > 1 else None
+            path = args[0] if args else None
+            if type(path) is bytes:
+                path = path.decode("utf-8", "surrogateescape")
+            path = _strval(path)
+            if mode is not None and path is not None and not any(c in mode for c in "wax+"):
+                if _realpath(path).startswith(_trusted):
+                    return
+        raise _err(msg)
+
     def hook(event, args, _depth=depth, _ident=_thread.get_ident, _getframe=sys._getframe, _denied=denied,
              _proc_events=proc_events, _fams=fams, _sock_names=sock_names, _introspection=introspection,
              _in_hook=in_hook_denied, _taint=taint, _is_user=is_user, _user_on_stack=user_on_stack,
@@ -696,7 +776,8 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
              _ours=ours, _code=types.CodeType, _machinery=machinery, _id=id, _tainted=tainted,
              _main=main_ident, _runner_id=id(runner_globals), _frame_type=types.FrameType,
              _realpath=os.path.realpath, _kept=kept, _trusted=_TRUSTED,
-             _frozen_exec=_bs.FrozenImporter.exec_module.__code__):
+             _frozen_exec=_bs.FrozenImporter.exec_module.__code__, _calls=call_events, _judge_call=judge_call,
+             _wrapped=(guarded_exec.__code__, guarded_eval.__code__)):
         if type(event) is not str:
             return
         tid = _ident()
@@ -717,6 +798,13 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
             return
         _depth[tid] = 1
         try:
+            if _calls and (event in _calls or event == "open"):
+                if event.startswith("builtins.e"):
+                    # the runner's wrapper of exec/eval, with its caller
+                    f = args[0] if args and type(args[0]) is _frame_type else None
+                else:
+                    f = _getframe(1)
+                _judge_call(event, args, f)
             if event in _proc_events:
                 if "processes" in _denied:
                     raise PermissionError(errno.EPERM, _MSG["processes"])
@@ -731,6 +819,8 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
                 code = args[0] if args else None
                 if type(code) is _code:
                     caller = _getframe(1)
+                    if caller is not None and caller.f_code in _wrapped:
+                        caller = caller.f_back  # the runner's exec/eval wrapper is its caller's call
                     back = caller.f_back if caller is not None else None
                     library = False
                     if caller is not None and _id(caller.f_globals) in _machinery:
@@ -851,10 +941,17 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
 
     for name in ("_module_denied", "_socket_msg"):
         priv[name] = rebind(runner_globals[name])
-    strval, taint, is_user, user_on_stack, importer, static_import, judge, check_path, hook = (
-        rebind(f) for f in (strval, taint, is_user, user_on_stack, importer, static_import, judge, check_path, hook))
-    keep = (hook, taint, is_user, user_on_stack, importer, judge, static_import, check_path, strval,
-            priv["_module_denied"], priv["_socket_msg"], guarded_import, guarded_import_module)
+    priv.update(_pdm_getframe=sys._getframe, _pdm_audit=sys.audit, _pdm_exec=builtins.exec, _pdm_eval=builtins.eval)
+    guarded_exec, guarded_eval = rebind(guarded_exec), rebind(guarded_eval)
+    guarded_exec.__kwdefaults__ = {"closure": None}
+    guarded_exec.__doc__ = builtins.exec.__doc__
+    guarded_eval.__doc__ = builtins.eval.__doc__
+    strval, taint, is_user, user_on_stack, importer, static_import, judge, check_path, judge_call, hook = (
+        rebind(f) for f in (strval, taint, is_user, user_on_stack, importer, static_import, judge, check_path,
+                            judge_call, hook))
+    keep = (hook, taint, is_user, user_on_stack, importer, judge, static_import, check_path, strval, judge_call,
+            priv["_module_denied"], priv["_socket_msg"], guarded_import, guarded_import_module, guarded_exec,
+            guarded_eval)
     ours.update(id(fn) for fn in keep)
     kept.append(keep)
     sys.addaudithook(hook)
@@ -872,6 +969,10 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals):
                 sys.modules.pop(name, None)
     builtins.__import__ = guarded_import
     importlib.import_module = guarded_import_module
+    if "builtins.exec" in call_events:
+        builtins.exec = guarded_exec
+    if "builtins.eval" in call_events:
+        builtins.eval = guarded_eval
     importlib.__import__ = guarded_import
     if "native_code" in denied:
         _refuse_package_extensions()
@@ -1339,7 +1440,7 @@ def _worker_main(ctrl_r, res_w, out_w, err_w):
             # the audit hook) is not left for user code to find.
             _libc = None
             _install_guard(caps if isinstance(caps, dict) else None, mods.get("allowed") or (),
-                           mods.get("blocked") or (), threading_ident(), globals())
+                           mods.get("blocked") or (), threading_ident(), globals(), mods.get("calls") or ())
             denied = _denied_classes(caps if isinstance(caps, dict) else None)
             guarded = True
             if arm:
@@ -1895,7 +1996,8 @@ def _worker_key(req):
         caps = None
     mods = req.get("modules") or {}
     rules = [sorted({str(m) for m in (mods.get(k) or ())}) for k in ("allowed", "blocked")]
-    return json.dumps([caps, rules], sort_keys=True)
+    calls = mods.get("calls") or []
+    return json.dumps([caps, rules, calls if isinstance(calls, list) else []], sort_keys=True)
 
 
 _PARSE_TEXT = 8 << 10  # cap of each text field of a parse answer

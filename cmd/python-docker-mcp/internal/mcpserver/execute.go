@@ -301,7 +301,7 @@ func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, tool, lan
 		State:     state,
 		StateKeys: stateKeys,
 		Imports:   facts.Imports,
-		Modules:   executor.ModuleRules{Allowed: dec.Modules.Allowed, Blocked: dec.Modules.Blocked},
+		Modules:   executor.ModuleRules{Allowed: dec.Modules.Allowed, Blocked: dec.Modules.Blocked, Calls: callGuards(dec.Calls.Blocked)},
 		// The limits the caller asked for, which the policy judged; the
 		// executor fills the others with the maxima in force when the
 		// call begins (the decision's are the same, unless a reload came
@@ -602,4 +602,11 @@ func text(o runOut) string {
 		b.WriteString("session_id: " + o.SessionID + "\n")
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// callGuards are the decision's blocked calls the runner enforces at run
+// time too.
+func callGuards(blocked []string) []executor.CallGuard {
+	g, _ := executor.CallGuards(blocked)
+	return g
 }
