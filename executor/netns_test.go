@@ -20,7 +20,7 @@ print("ns", os.readlink("/proc/self/ns/net"))
 s = socket.socket()
 if "` + what + `" == "listen":
     s.bind(("127.0.0.1", ` + strconv.Itoa(port) + `)); s.listen()
-    print("from", time.time()); time.sleep(3); print("to", time.time())
+    print("from", time.time()); time.sleep(15); print("to", time.time())
 elif "` + what + `" == "connect":
     print("at", time.time())
     try:
