@@ -17,7 +17,7 @@ type Fair struct {
 	slots   int
 	per     int
 	busy    int
-	held    map[string]int        // principal -> slots it runs
+	held    map[string]int       // principal -> slots it runs
 	waiting map[string][]*waiter // principal -> its waiters, oldest first
 	seq     uint64
 }
