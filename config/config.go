@@ -259,6 +259,12 @@ type Quotas struct {
 	// InflightBytes caps the request bodies of one principal being handled
 	// at once over HTTP.
 	InflightBytes Size `koanf:"inflight_bytes" json:"inflight_bytes"`
+	// Analyses caps the execute calls of one principal whose code is being
+	// analysed (static step and policy) or waits for it. The server runs
+	// as many analyses at once as it has cores (GOMAXPROCS), one principal
+	// at most half of them (at least one), and hands a free one to the
+	// waiting principal that runs the fewest.
+	Analyses int `koanf:"analyses" json:"analyses"`
 }
 
 // Server configures the MCP transport.
@@ -387,6 +393,7 @@ func Default() Config {
 			TransportSessions: 64,
 			OutputBytes:       16 << 20,
 			InflightBytes:     8 << 20,
+			Analyses:          16,
 		},
 		Server: Server{
 			Transport:    "stdio",

@@ -677,6 +677,9 @@ func validate(c Config, source func(key string) string) Errors {
 	if c.Quotas.TransportSessions < 1 {
 		bad("quotas.transport_sessions", c.Quotas.TransportSessions, "want 1 or more")
 	}
+	if c.Quotas.Analyses < 1 {
+		bad("quotas.analyses", c.Quotas.Analyses, "want 1 or more")
+	}
 	if c.Quotas.OutputBytes <= 0 {
 		bad("quotas.output_bytes", c.Quotas.OutputBytes, "want a positive size, e.g. 16m")
 	}

@@ -101,6 +101,7 @@ var Reloads = map[string]Reload{
 	"quotas.transport_sessions": Live,
 	"quotas.output_bytes":       Live,
 	"quotas.inflight_bytes":     Live,
+	"quotas.analyses":           Live,
 	// The transport, its listeners and authentication.
 	"server.transport":        Restart,
 	"server.addr":             Restart,

@@ -185,6 +185,7 @@ func configuredQuotas(cfg config.Config) Quotas {
 		QuotaTransportSessions: {Max: int64(cfg.Quotas.TransportSessions), Key: "quotas.transport_sessions"},
 		QuotaOutputBytes:       {Max: int64(cfg.Quotas.OutputBytes), Key: "quotas.output_bytes"},
 		QuotaInflightBytes:     {Max: int64(cfg.Quotas.InflightBytes), Key: "quotas.inflight_bytes"},
+		QuotaAnalyses:          {Max: int64(cfg.Quotas.Analyses), Key: "quotas.analyses"},
 	}
 }
 

@@ -187,10 +187,14 @@ const (
 	QuotaOutputBytes = "output_bytes"
 	// QuotaInflightBytes: bytes of one principal's requests being handled.
 	QuotaInflightBytes = "inflight_bytes"
+	// QuotaAnalyses: one principal's code analyses (the static step and
+	// the policy of an execute call) running or waiting for the server's
+	// analysis slots.
+	QuotaAnalyses = "analyses"
 )
 
 // QuotaNames lists the quotas, in the order the README gives them.
-var QuotaNames = []string{QuotaSandboxes, QuotaSessions, QuotaTransportSessions, QuotaOutputBytes, QuotaInflightBytes}
+var QuotaNames = []string{QuotaSandboxes, QuotaSessions, QuotaTransportSessions, QuotaOutputBytes, QuotaInflightBytes, QuotaAnalyses}
 
 // Quota is one bound of a principal.
 type Quota struct {

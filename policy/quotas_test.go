@@ -32,6 +32,7 @@ quota_max.sessions := 100 # more than configured: ignored
 		QuotaTransportSessions: {Max: 64, Key: "quotas.transport_sessions"},
 		QuotaOutputBytes:       {Max: 16 << 20, Key: "quotas.output_bytes"},
 		QuotaInflightBytes:     {Max: 8 << 20, Key: "quotas.inflight_bytes"},
+		QuotaAnalyses:          {Max: 16, Key: "quotas.analyses"},
 	}
 	guest := Quotas{}
 	for k, v := range want {

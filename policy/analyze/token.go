@@ -190,7 +190,9 @@ func (l *lexer) newline() {
 func tokenize(src []byte, maxDepth, maxExpr int) (toks []token, err error) {
 	l := &lexer{src: string(src), line: 1, maxDepth: maxDepth, indents: []int{0}, alts: []int{0},
 		runs: make([]run, 1, 16), maxExpr: maxExpr, over: -1}
-	l.toks = make([]token, 0, len(src)/3+16)
+	// room for the tokens of most code; a longer one grows. Not
+	// len(src)/3 at once: a refused chain of 1 MiB would cost 13 MiB.
+	l.toks = make([]token, 0, min(len(src)/3, 1<<14)+16)
 	defer func() {
 		if r := recover(); r != nil {
 			e, ok := r.(*Error)
@@ -368,9 +370,6 @@ func (l *lexer) indentation() bool {
 	}
 }
 
-var ops3 = []string{"**=", "//=", ">>=", "<<=", "..."}
-var ops2 = []string{"!=", "%=", "&=", "**", "*=", "+=", "-=", "->", "//", "/=", ":=", "<<", "<=", "==", ">=", ">>", "@=", "^=", "|="}
-
 const ops1 = "%&()*+,-./:;<=>@[]^{|}~"
 
 func (l *lexer) push(c byte, line, col int) {
@@ -397,16 +396,19 @@ func (l *lexer) token() {
 		l.name()
 		return
 	}
-	rest := src[l.pos:]
-	for _, op := range ops3 {
-		if len(rest) >= 3 && (rest[:3]) == op {
-			l.pos += 3
-			l.emit(kOp, op, line, col)
-			return
+	// the three- and two-character operators, by a switch: a 1 MiB
+	// operator chain is refused, but only once each of its tokens was read
+	if rest := src[l.pos:]; len(rest) >= 2 {
+		if len(rest) >= 3 {
+			switch op := rest[:3]; op {
+			case "**=", "//=", ">>=", "<<=", "...":
+				l.pos += 3
+				l.emit(kOp, op, line, col)
+				return
+			}
 		}
-	}
-	for _, op := range ops2 {
-		if len(rest) >= 2 && (rest[:2]) == op {
+		switch op := rest[:2]; op {
+		case "!=", "%=", "&=", "**", "*=", "+=", "-=", "->", "//", "/=", ":=", "<<", "<=", "==", ">=", ">>", "@=", "^=", "|=":
 			l.pos += 2
 			l.emit(kOp, op, line, col)
 			return

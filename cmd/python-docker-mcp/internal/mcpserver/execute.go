@@ -151,7 +151,12 @@ func (s *Server) executePersistent(ctx context.Context, req mcp.CallToolRequest,
 // decision that allows, or a result to send back (a denial).
 func (s *Server) gate(ctx context.Context, tool, code string, in policy.Input, progress func(string)) (analyze.Facts, policy.Decision, *mcp.CallToolResult) {
 	in.Tool = tool
+	release, refusal := s.analysisSlot(ctx, tool, in)
+	if refusal != nil {
+		return analyze.Facts{}, policy.Decision{}, refusal
+	}
 	c, err := s.d.Gate.Check(ctx, in, []byte(code))
+	release()
 	facts, dec := c.Facts, c.Decision
 	if c.Syntax != nil && err == nil {
 		// CPython's verdict needs a sandbox: only for a caller the policy
@@ -175,6 +180,50 @@ func (s *Server) gate(ctx context.Context, tool, code string, in policy.Input, p
 		return facts, dec, s.denied(ctx, tool, []policy.Violation{v}, dec.Warnings)
 	}
 	return facts, dec, nil
+}
+
+// analysisSlot waits for one of the server's analysis slots for the
+// caller (quota.Fair: a principal runs at most its share of them, and
+// waits behind its own calls), within its quota of calls being analysed
+// or waiting (policy.QuotaAnalyses). It returns the slot's release, or
+// the result to send back: a quota refusal, or the end of the request
+// while it waited.
+func (s *Server) analysisSlot(ctx context.Context, tool string, in policy.Input) (func(), *mcp.CallToolResult) {
+	sessionID := ""
+	if in.Session != nil {
+		sessionID = in.Session.ID
+	}
+	counted := func() {}
+	if q, ok := s.principalQuotas(ctx, in.Principal)[policy.QuotaAnalyses]; ok {
+		var err error
+		counted, err = s.d.Quotas.Take(policy.QuotaAnalyses, in.Principal.Sub, 1, 0, q)
+		if err != nil {
+			qe := err.(*quota.Error)
+			qe.Hint = "wait for the principal's other calls to be judged"
+			return nil, s.quotaRefusal(ctx, tool, sessionID, qe)
+		}
+	}
+	slot, err := s.analyses.Acquire(ctx, in.Principal.Sub)
+	if err != nil {
+		counted()
+		msg := "the call ended while its code waited to be analysed, nothing was run: " + err.Error()
+		return nil, toolError(msg, runOut{Status: "killed", Error: &runError{Type: "ServerError", Message: msg}, SessionID: sessionID}.sent())
+	}
+	return func() { slot(); counted() }, nil
+}
+
+// principalQuotas are p's quotas as the policy decides them before any
+// decision on a call (the configured ones when the gate cannot say).
+func (s *Server) principalQuotas(ctx context.Context, p policy.Principal) policy.Quotas {
+	if g, ok := s.d.Gate.(interface{ Engine() *policy.Engine }); ok {
+		e := g.Engine()
+		if q, err := e.Quotas(ctx, p); err == nil {
+			return q
+		}
+		return e.ConfiguredQuotas()
+	}
+	cfg := s.d.Config()
+	return policy.Quotas{policy.QuotaAnalyses: {Max: int64(cfg.Quotas.Analyses), Key: "quotas.analyses"}}
 }
 
 // Parser checks code with CPython's parser without running it;

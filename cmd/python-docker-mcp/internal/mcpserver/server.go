@@ -16,6 +16,7 @@ import (
 	"context"
 	"log/slog"
 	"reflect"
+	"runtime"
 	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -89,6 +90,9 @@ type Server struct {
 	d       Deps
 	mcp     *server.MCPServer
 	outputs *outputStore
+	// analyses shares the cores the server gives to analysing code
+	// between principals.
+	analyses *quota.Fair
 
 	toolsMu  sync.Mutex
 	toolsCfg config.Config // the configuration the descriptions were built from
@@ -106,7 +110,8 @@ func New(d Deps) *Server {
 	if d.Quotas == nil {
 		d.Quotas = quota.New()
 	}
-	s := &Server{d: d, outputs: newOutputStore()}
+	procs := runtime.GOMAXPROCS(0)
+	s := &Server{d: d, outputs: newOutputStore(), analyses: quota.NewFair(procs, procs/2)}
 	d.Quotas.Source(policy.QuotaOutputBytes, s.outputs.use)
 	tools := Tools(d.Config())
 	args, err := newArgValidator(tools)

@@ -113,6 +113,7 @@ func TestQuotaExposition(t *testing.T) {
 	want := `
 # HELP python_docker_mcp_quota_refusals_total Requests refused (or outputs not kept) because a principal's quota was reached, by quota.
 # TYPE python_docker_mcp_quota_refusals_total counter
+python_docker_mcp_quota_refusals_total{quota="analyses"} 0
 python_docker_mcp_quota_refusals_total{quota="inflight_bytes"} 0
 python_docker_mcp_quota_refusals_total{quota="output_bytes"} 0
 python_docker_mcp_quota_refusals_total{quota="sandboxes"} 1
@@ -120,6 +121,7 @@ python_docker_mcp_quota_refusals_total{quota="sessions"} 0
 python_docker_mcp_quota_refusals_total{quota="transport_sessions"} 0
 # HELP python_docker_mcp_quota_top_use Use of each per-principal quota now by the principal that uses it most.
 # TYPE python_docker_mcp_quota_top_use gauge
+python_docker_mcp_quota_top_use{quota="analyses"} 0
 python_docker_mcp_quota_top_use{quota="inflight_bytes"} 0
 python_docker_mcp_quota_top_use{quota="output_bytes"} 20
 python_docker_mcp_quota_top_use{quota="sandboxes"} 2

@@ -33,6 +33,7 @@ func (e *Error) Error() string {
 		policy.QuotaTransportSessions: "transport sessions (Mcp-Session-Id)",
 		policy.QuotaOutputBytes:       "bytes of kept outputs",
 		policy.QuotaInflightBytes:     "bytes of requests in flight",
+		policy.QuotaAnalyses:          "calls whose code is being analysed or waits for it",
 	}[e.Quota]
 	msg := fmt.Sprintf("quota %s: this principal holds %d of its %d %s and asked for %d more", e.Quota, e.Use, e.Max, what, e.Asked)
 	if e.Hint != "" {

@@ -1,0 +1,163 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+)
+
+// pending is an Acquire started by acquireAsync.
+type pending struct {
+	done    chan struct{}
+	release func()
+	err     error
+}
+
+func acquireAsync(f *Fair, ctx context.Context, p string) *pending {
+	a := &pending{done: make(chan struct{})}
+	w0, _ := f.Waiting(p)
+	go func() {
+		a.release, a.err = f.Acquire(ctx, p)
+		close(a.done)
+	}()
+	// wait until it is queued or done, so that the order is known
+	for {
+		select {
+		case <-a.done:
+			return a
+		default:
+		}
+		if w, _ := f.Waiting(p); w > w0 {
+			return a
+		}
+		runtime.Gosched()
+	}
+}
+
+func (a *pending) granted() bool {
+	select {
+	case <-a.done:
+		return a.err == nil
+	default:
+		return false
+	}
+}
+
+func (a *pending) wait(t *testing.T) {
+	t.Helper()
+	<-a.done
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+}
+
+// A principal runs at most its share of the slots however many requests
+// it queues; another principal gets a free slot at once, and is next
+// when a slot frees, ahead of the first principal's queue.
+func TestFairShare(t *testing.T) {
+	f := NewFair(2, 1)
+	ctx := context.Background()
+	a1, err := f.Acquire(ctx, "attacker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var queued []*pending
+	for range 5 {
+		queued = append(queued, acquireAsync(f, ctx, "attacker"))
+	}
+	for i, q := range queued {
+		if q.granted() {
+			t.Fatalf("the attacker's request %d got a second slot", i)
+		}
+	}
+	o1 := acquireAsync(f, ctx, "other")
+	o1.wait(t) // the free slot, at once
+	// both slots busy: the other's next request waits, then comes first
+	o2 := acquireAsync(f, ctx, "other")
+	if o2.granted() {
+		t.Fatal("a third slot was given")
+	}
+	o1.release()
+	o2.wait(t)
+	for i, q := range queued {
+		if q.granted() {
+			t.Fatalf("the attacker's request %d took the other's freed slot", i)
+		}
+	}
+	// the attacker's queue moves one at a time, in order
+	a1()
+	queued[0].wait(t)
+	for i, q := range queued[1:] {
+		if q.granted() {
+			t.Fatalf("the attacker's request %d ran beside its first", i+1)
+		}
+	}
+	queued[0].release()
+	queued[1].wait(t)
+	queued[1].release()
+	queued[1].release() // a second release gives nothing back
+	queued[2].wait(t)
+	if w, r := f.Waiting("attacker"); w != 2 || r != 1 {
+		t.Fatalf("attacker: %d waiting, %d running; want 2, 1", w, r)
+	}
+	o2.release()
+	for _, q := range queued[2:] {
+		q.wait(t)
+		q.release()
+	}
+	if f.busy != 0 || len(f.held) != 0 || len(f.waiting) != 0 {
+		t.Fatalf("after every release: busy %d, held %v, waiting %v", f.busy, f.held, f.waiting)
+	}
+}
+
+// A request whose context ends while it waits leaves the queue with the
+// context's error, and the requests behind it still get their slots.
+func TestFairCancelWhileWaiting(t *testing.T) {
+	f := NewFair(1, 1)
+	r1, err := f.Acquire(context.Background(), "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := acquireAsync(f, ctx, "alice")
+	b := acquireAsync(f, context.Background(), "bob")
+	cancel()
+	<-c.done
+	if !errors.Is(c.err, context.Canceled) {
+		t.Fatalf("a cancelled wait: %v, want context.Canceled", c.err)
+	}
+	if w, _ := f.Waiting("alice"); w != 0 {
+		t.Fatalf("alice still has %d waiting after the cancel", w)
+	}
+	r1()
+	b.wait(t)
+	b.release()
+	if f.busy != 0 || len(f.waiting) != 0 {
+		t.Fatalf("after every release: busy %d, waiting %v", f.busy, f.waiting)
+	}
+}
+
+// A context that ends as the slot is granted gives the slot to the next.
+func TestFairCancelAfterGrant(t *testing.T) {
+	f := NewFair(1, 1)
+	for range 200 {
+		r1, _ := f.Acquire(context.Background(), "alice")
+		ctx, cancel := context.WithCancel(context.Background())
+		c := acquireAsync(f, ctx, "bob")
+		go cancel()
+		r1()
+		<-c.done
+		if c.err == nil {
+			c.release()
+		}
+		r, err := f.Acquire(context.Background(), "carol")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r()
+		if f.busy != 0 {
+			t.Fatalf("a slot was lost: busy %d", f.busy)
+		}
+	}
+}
