@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -300,4 +302,48 @@ func TestQuotaInflightBytesPerSubject(t *testing.T) {
 	<-done
 	waitMetric(t, url, `python_docker_mcp_quota_use{quota="inflight_bytes"} 0`)
 	waitMetric(t, url, `python_docker_mcp_quota_refusals_total{quota="inflight_bytes"} 1`)
+}
+
+// TestTransportSessionFloodMemory: one subject sends 5,000 initialize
+// requests of a protocol version with sessions, 8 at a time; past
+// quotas.transport_sessions (64 by default) each is refused, so the server
+// keeps no state for them and its peak RSS (VmHWM) stays bounded. The
+// figure is logged (go test -v); the README quotes it.
+func TestTransportSessionFloodMemory(t *testing.T) {
+	cli := dockertest.RequireImage(t, config.Default().Docker.Image)
+	pub, mint := testKeys(t)
+	url, _, pid := startHTTPServer(t, cli, "--set", "auth.mode=jwt", "--set", "auth.issuer=https://idp.test", "--set", "auth.public_key_path="+pub)
+	tok := mint("flood", "python:execute python:sessions")
+	before := vmHWM(t, pid)
+	const n, workers = 5000, 8
+	var issued, refused atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range n / workers {
+				resp, body := post(t, "POST", url, tok, "", initializeLegacy)
+				switch {
+				case resp.Header.Get("Mcp-Session-Id") != "":
+					issued.Add(1)
+				case strings.Contains(body, "quotas.transport_sessions"):
+					refused.Add(1)
+				default:
+					t.Errorf("worker %d: initialize answered %d %s", w, resp.StatusCode, body)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	after := vmHWM(t, pid)
+	t.Logf("%d initialize requests: %d sessions issued, %d refused; server VmHWM %d MiB before, %d MiB after",
+		n, issued.Load(), refused.Load(), before>>20, after>>20)
+	if issued.Load() != 64 {
+		t.Errorf("%d sessions issued to one subject, want the default quota 64", issued.Load())
+	}
+	if after > 256<<20 {
+		t.Errorf("server VmHWM %d MiB after the flood, want under 256 MiB", after>>20)
+	}
 }
