@@ -40,6 +40,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build the server: %v\n%s", err, out)
 		os.Exit(1)
 	}
+	// PDM_E2E_BINARY runs the suite against another build of the server,
+	// to measure an older one or to see a new test fail on it.
+	if b := os.Getenv("PDM_E2E_BINARY"); b != "" {
+		binary = b
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"os"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,48 +23,11 @@ import (
 // client's calls keep working, and the server's peak RSS (VmHWM) stays
 // under 1 GiB (before the expression limit: ~3.5 GiB). The peak RSS and
 // the other client's call latencies before and during the attack are
-// logged (-v); they are figures, not assertions. PDM_GATE_BINARY runs the
+// logged (-v); they are figures, not assertions. PDM_E2E_BINARY runs the
 // same against another build of the server (to measure an older one).
 func TestExpressionChainsRefused(t *testing.T) {
 	cli := dockertest.RequireImage(t, config.Default().Docker.Image)
-	bin := binary
-	if b := os.Getenv("PDM_GATE_BINARY"); b != "" {
-		bin = b
-	}
-	cmd := exec.Command(bin, "--transport", "http", "--addr", "127.0.0.1:0")
-	cmd.Env = serverEnv(t)
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	log := &lockedBuffer{}
-	urlc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			log.Write([]byte(sc.Text() + "\n"))
-			if m := urlLine.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case urlc <- m[1]:
-				default:
-				}
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-		waitNoSandboxes(t, cli, cmd.Process.Pid, "after the HTTP server stopped")
-		if t.Failed() {
-			t.Logf("server log:\n%s", log.String())
-		}
-	})
-	var url string
-	select {
-	case url = <-urlc:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("server did not start:\n%s", log.String())
-	}
+	url, log, pid := startHTTPServer(t, cli)
 	connect := func() *mcpClient {
 		c := &mcpClient{stderr: log}
 		cs, err := newSDKClient(c).Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url}, nil)
@@ -122,7 +83,7 @@ func TestExpressionChainsRefused(t *testing.T) {
 		wg.Wait()
 	}
 	// the attack goes on while the other client makes its calls
-	cpu0 := cpuTime(t, cmd.Process.Pid)
+	cpu0 := cpuTime(t, pid)
 	stop := make(chan struct{})
 	rounds := 0
 	var attacking sync.WaitGroup
@@ -146,9 +107,9 @@ func TestExpressionChainsRefused(t *testing.T) {
 	close(stop)
 	attacking.Wait()
 
-	hwm := vmHWM(t, cmd.Process.Pid)
+	hwm := vmHWM(t, pid)
 	t.Logf("server VmHWM after %d rounds of 6 chains of 1 MiB: %d MiB; server CPU time during the attack: %v",
-		rounds, hwm>>20, cpuTime(t, cmd.Process.Pid)-cpu0)
+		rounds, hwm>>20, cpuTime(t, pid)-cpu0)
 	t.Logf("other client's execute-transient print(1 + 1): median %v before, %v during the attack (before %v, during %v)",
 		median(before), median(during), before, during)
 	if hwm > 1<<30 {

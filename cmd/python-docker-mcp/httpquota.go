@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 
@@ -53,14 +52,8 @@ func inflightBytes(ledger *quota.Ledger, quotas quotasFunc, next http.Handler) h
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
-				return
-			}
-			http.Error(w, "read request body: "+err.Error(), http.StatusBadRequest)
+		body, ok := readBody(w, r)
+		if !ok {
 			return
 		}
 		release, err := ledger.Take(policy.QuotaInflightBytes, p.Sub, int64(len(body)), 0, q)

@@ -231,15 +231,8 @@ func (s *httpSessions) Middleware(next http.Handler) http.Handler {
 		var h head
 		var body []byte
 		if r.Method == http.MethodPost {
-			var err error
-			body, err = io.ReadAll(r.Body)
-			if err != nil {
-				var tooBig *http.MaxBytesError
-				if errors.As(err, &tooBig) {
-					http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
-					return
-				}
-				http.Error(w, "read request body: "+err.Error(), http.StatusBadRequest)
+			var ok bool
+			if body, ok = readBody(w, r); !ok {
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
@@ -338,3 +331,19 @@ func (t *trackingWriter) Flush() {
 }
 
 func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
+
+// readBody reads a request's whole body; a body over the server's limit
+// is answered 413 and an unreadable one 400, and ok is false.
+func readBody(w http.ResponseWriter, r *http.Request) (body []byte, ok bool) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
+			return nil, false
+		}
+		http.Error(w, "read request body: "+err.Error(), http.StatusBadRequest)
+		return nil, false
+	}
+	return body, true
+}
