@@ -642,17 +642,18 @@ func validate(c Config, source func(key string) string) Errors {
 	if c.Pool.MaxSize < 0 || c.Pool.MaxSize > 64 {
 		bad("pool.max_size", c.Pool.MaxSize, "want 0 to 64")
 	}
-	if c.Pool.MaxConcurrentCreations < 1 {
-		bad("pool.max_concurrent_creations", c.Pool.MaxConcurrentCreations, "want 1 or more")
-	}
-	if c.Sessions.MaxPerOwner < 1 {
-		bad("sessions.max_per_owner", c.Sessions.MaxPerOwner, "want 1 or more")
-	}
-	if c.Sessions.MaxTotal < 1 {
-		bad("sessions.max_total", c.Sessions.MaxTotal, "want 1 or more")
-	}
-	if c.Limits.MaxExpressionTokens < 1 {
-		bad("limits.max_expression_tokens", c.Limits.MaxExpressionTokens, "want 1 or more")
+	for key, v := range map[string]int{
+		"pool.max_concurrent_creations": c.Pool.MaxConcurrentCreations,
+		"sessions.max_per_owner":        c.Sessions.MaxPerOwner,
+		"sessions.max_total":            c.Sessions.MaxTotal,
+		"limits.max_expression_tokens":  c.Limits.MaxExpressionTokens,
+		"quotas.sandboxes":              c.Quotas.Sandboxes,
+		"quotas.transport_sessions":     c.Quotas.TransportSessions,
+		"quotas.analyses":               c.Quotas.Analyses,
+	} {
+		if v < 1 {
+			bad(key, v, "want 1 or more")
+		}
 	}
 	for key, v := range map[string]Size{
 		"limits.max_output_bytes":  c.Limits.MaxOutputBytes,
@@ -670,15 +671,6 @@ func validate(c Config, source func(key string) string) Errors {
 	}
 	if c.Outputs.MaxStreamBytes < c.Limits.MaxOutputBytes {
 		bad("outputs.max_stream_bytes", c.Outputs.MaxStreamBytes, fmt.Sprintf("want at least limits.max_output_bytes (%d bytes): it is what is kept of a stream that was cut for display", int64(c.Limits.MaxOutputBytes)))
-	}
-	if c.Quotas.Sandboxes < 1 {
-		bad("quotas.sandboxes", c.Quotas.Sandboxes, "want 1 or more")
-	}
-	if c.Quotas.TransportSessions < 1 {
-		bad("quotas.transport_sessions", c.Quotas.TransportSessions, "want 1 or more")
-	}
-	if c.Quotas.Analyses < 1 {
-		bad("quotas.analyses", c.Quotas.Analyses, "want 1 or more")
 	}
 	if c.Quotas.OutputBytes <= 0 {
 		bad("quotas.output_bytes", c.Quotas.OutputBytes, "want a positive size, e.g. 16m")

@@ -64,11 +64,7 @@ func New() *Ledger {
 func (l *Ledger) Take(name, principal string, n, held int64, q policy.Quota) (release func(), err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	m := l.use[name]
-	if m == nil {
-		m = map[string]int64{}
-		l.use[name] = m
-	}
+	m := l.uses(name)
 	if cur := held + m[principal]; cur+n > q.Max {
 		l.refused[name]++
 		return func() {}, &Error{Quota: name, Use: cur, Asked: n, Max: q.Max, Key: q.Key}
@@ -78,16 +74,22 @@ func (l *Ledger) Take(name, principal string, n, held int64, q policy.Quota) (re
 	return func() { once.Do(func() { l.Add(name, principal, -n) }) }, nil
 }
 
-// Add changes principal's use of quota name by delta without a check (a
-// use the ledger learns of after the fact).
-func (l *Ledger) Add(name, principal string, delta int64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// uses is quota name's use per principal, made on first use; l.mu held.
+func (l *Ledger) uses(name string) map[string]int64 {
 	m := l.use[name]
 	if m == nil {
 		m = map[string]int64{}
 		l.use[name] = m
 	}
+	return m
+}
+
+// Add changes principal's use of quota name by delta without a check (a
+// use the ledger learns of after the fact).
+func (l *Ledger) Add(name, principal string, delta int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := l.uses(name)
 	m[principal] += delta
 	if m[principal] <= 0 {
 		delete(m, principal)
