@@ -13,7 +13,6 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
-	"github.com/python-docker-mcp/python-docker-mcp/executor"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 )
 
@@ -88,14 +87,12 @@ func TestHTTPPoolFrozenSandboxIsRetired(t *testing.T) {
 			t.Fatal("the pool did not fill in two minutes")
 		}
 	}
-	f := make(client.Filters).Add("label", executor.LabelKind+"="+executor.KindTransient).
-		Add("label", fmt.Sprintf("%s=%d", executor.LabelPID, pid)).Add("status", "running")
-	l, err := cli.ContainerList(context.Background(), client.ContainerListOptions{Filters: f})
-	if err != nil || len(l.Items) != 2 {
-		t.Fatalf("warm sandboxes: %v %v, want 2", l.Items, err)
+	warm := runningTransient(t, cli, pid)
+	if len(warm) != 2 {
+		t.Fatalf("%d warm sandboxes, want 2", len(warm))
 	}
 	var frozen []string
-	for _, c := range l.Items {
+	for _, c := range warm {
 		// The cgroup freezer can refuse while a process is between states
 		// ("unable to freeze"); a moment later it takes.
 		var err error

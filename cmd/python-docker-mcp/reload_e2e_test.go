@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -20,9 +21,8 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 )
 
-// idleTransient counts the server's transient sandboxes that are not
-// running a call: the warm pool (a call's sandbox is removed after it).
-func idleTransient(t *testing.T, cli *client.Client, pid int) int {
+// runningTransient lists the server's running transient sandboxes.
+func runningTransient(t *testing.T, cli *client.Client, pid int) []container.Summary {
 	t.Helper()
 	f := make(client.Filters).Add("label", executor.LabelKind+"="+executor.KindTransient).
 		Add("label", fmt.Sprintf("%s=%d", executor.LabelPID, pid)).Add("status", "running")
@@ -30,7 +30,13 @@ func idleTransient(t *testing.T, cli *client.Client, pid int) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(l.Items)
+	return l.Items
+}
+
+// idleTransient counts the server's transient sandboxes that are not
+// running a call: the warm pool (a call's sandbox is removed after it).
+func idleTransient(t *testing.T, cli *client.Client, pid int) int {
+	return len(runningTransient(t, cli, pid))
 }
 
 // TestReloadWhileServing edits the config file of a running server over
