@@ -12,7 +12,7 @@ import (
 
 // TestEveryKeyClassified fails when a key is not in Reloads: whoever adds a
 // key decides whether a reload applies it (and makes it so) or it needs a
-// restart, and the README's table says the same.
+// restart, and the reload table of config/README.md says the same.
 func TestEveryKeyClassified(t *testing.T) {
 	known := map[string]bool{}
 	for _, k := range Keys() {
@@ -78,10 +78,10 @@ func TestReloadOfUnclassifiedIsRestart(t *testing.T) {
 	}
 }
 
-// TestReadmeReloadTable: the README's table of what a reload applies says
+// TestReadmeReloadTable: the table of what a reload applies in config/README.md says
 // what Reloads says, for every key.
 func TestReadmeReloadTable(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,15 +113,15 @@ func TestReadmeReloadTable(t *testing.T) {
 		}
 	}
 	if len(doc) == 0 {
-		t.Fatal("no reload table in README.md")
+		t.Fatal("no reload table in config/README.md")
 	}
 	for _, k := range Keys() {
 		got, ok := doc[k]
 		switch {
 		case !ok:
-			t.Errorf("README's reload table does not name %s", k)
+			t.Errorf("config/README.md: the reload table does not name %s", k)
 		case got != ReloadOf(k):
-			t.Errorf("README's reload table says %s is %v, config.Reloads says %v", k, got, ReloadOf(k))
+			t.Errorf("config/README.md: the reload table says %s is %v, config.Reloads says %v", k, got, ReloadOf(k))
 		}
 	}
 }
