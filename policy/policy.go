@@ -7,7 +7,7 @@
 // The Rego sees Input as `input` and the configuration, prepared for
 // lookups, as data.pydocker.config. Every package under data.pydocker.rules
 // may add to `deny` and `warn`; data.pydocker.decision collects them. See
-// the Policy section of the README for both documents.
+// policy/README.md for both documents.
 package policy
 
 import (
@@ -174,7 +174,7 @@ type Decision struct {
 	Quotas Quotas `json:"quotas"`
 }
 
-// The quotas a Decision carries (README "Quotas").
+// The quotas a Decision carries (cmd/python-docker-mcp/README.md, "Quotas").
 const (
 	// QuotaSandboxes: sandboxes one principal uses at once (running
 	// execute calls plus its persistent sessions' containers).
@@ -193,7 +193,8 @@ const (
 	QuotaAnalyses = "analyses"
 )
 
-// QuotaNames lists the quotas, in the order the README gives them.
+// QuotaNames lists the quotas, in the order the quota table of
+// cmd/python-docker-mcp/README.md gives them.
 var QuotaNames = []string{QuotaSandboxes, QuotaSessions, QuotaTransportSessions, QuotaOutputBytes, QuotaInflightBytes, QuotaAnalyses}
 
 // Quota is one bound of a principal.

@@ -59,7 +59,7 @@ granted(class) if {
 	not capability_denied[class]
 }
 
-# The principal's quotas (README "Quotas"): each configured quota,
+# The principal's quotas (cmd/python-docker-mcp/README.md, "Quotas"): each configured quota,
 # data.pydocker.config.quotas[NAME] = {max, key}, lowered by any rules
 # package's quota_max[NAME] for this input (e.g. quota_max.sandboxes := 1
 # if input.principal.sub == "guest"); never raised: the engine keeps the

@@ -21,7 +21,7 @@ const policyUsage = `usage:
       FILE:LINE:COL: rule: message; exit 0 on allow, 1 on deny.
       --json prints {"facts": ..., "decision": ...} instead.
   python-docker-mcp policy eval [--config F] [--profile P] INPUT.json
-      evaluate a raw policy input document (the input document of the README's Policy section) and
+      evaluate a raw policy input document (described in policy/README.md) and
       print the decision as JSON; exit 0 on allow, 1 on deny.
 `
 

@@ -142,7 +142,7 @@ type toolDef struct {
 // them. Their names are the policy's (policy.Tool*, the names an Input
 // may carry, aliased above); registration and the argument validator
 // follow this list, and tests hold rules/tools.rego, auth.ScopeFor and the
-// README's tables to it. A new tool is a policy.Tool* name, an entry
+// tool tables of README.md and policy/README.md to it. A new tool is a policy.Tool* name, an entry
 // here, its argument and result types and its handler.
 var toolDefs = []toolDef{
 	{

@@ -89,15 +89,20 @@ func TestScopesFollowTheTools(t *testing.T) {
 	}
 }
 
-// The README's tool table and the policy input's tool field name every
-// tool; where a row lists arguments, they are the tool's (optional ones
-// with ?).
+// The README's tool table and the policy input's tool field (in
+// policy/README.md) name every tool; where a row lists arguments, they are
+// the tool's (optional ones with ?).
 func TestReadmeListsTheTools(t *testing.T) {
 	b, err := os.ReadFile("../../../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	readme := string(b)
+	b, err = os.ReadFile("../../../../policy/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	policyDoc := string(b)
 	_, table, _ := strings.Cut(readme, "### Tools\n\n")
 	table, _, _ = strings.Cut(table, "\n\n")
 	rows := map[string]string{} // tool -> its row's arguments cell
@@ -110,11 +115,11 @@ func TestReadmeListsTheTools(t *testing.T) {
 			rows[name[1]] = cells[1]
 		}
 	}
-	_, inputTable, _ := strings.Cut(readme, "| `tool` | ")
+	_, inputTable, _ := strings.Cut(policyDoc, "| `tool` | ")
 	inputTable, _, _ = strings.Cut(inputTable, "\n")
 	for _, tl := range Tools(config.Default()) {
 		if !strings.Contains(inputTable, "`"+tl.Name+"`") {
-			t.Errorf("README: the input document's tool field does not name %s", tl.Name)
+			t.Errorf("policy/README.md: the input document's tool field does not name %s", tl.Name)
 		}
 		cell, ok := rows[tl.Name]
 		if !ok {
