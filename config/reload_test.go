@@ -78,8 +78,8 @@ func TestReloadOfUnclassifiedIsRestart(t *testing.T) {
 	}
 }
 
-// TestReadmeReloadTable: the table of what a reload applies in config/README.md says
-// what Reloads says, for every key.
+// TestReadmeReloadTable: the table of what a reload applies, in
+// config/README.md, says what Reloads says, for every key.
 func TestReadmeReloadTable(t *testing.T) {
 	b, err := os.ReadFile("README.md")
 	if err != nil {

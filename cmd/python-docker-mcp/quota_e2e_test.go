@@ -308,7 +308,7 @@ func TestQuotaInflightBytesPerSubject(t *testing.T) {
 // requests of a protocol version with sessions, 8 at a time; past
 // quotas.transport_sessions (64 by default) each is refused, so the server
 // keeps no state for them and its peak RSS (VmHWM) stays bounded. The
-// figure is logged (go test -v); the README quotes it.
+// figure is logged (go test -v); README.md of this directory quotes it.
 func TestTransportSessionFloodMemory(t *testing.T) {
 	cli := dockertest.RequireImage(t, config.Default().Docker.Image)
 	pub, mint := testKeys(t)

@@ -28,9 +28,10 @@ func serverSandboxes(t *testing.T, cli *client.Client, cid string) int {
 	return len(l.Items)
 }
 
-// TestServerImage builds the server image the README's way (a static
-// binary, `image build-server`), runs it with the Docker socket mounted,
-// makes calls through it with the go-sdk client over `docker run -i`, and
+// TestServerImage builds the server image the way README.md of this
+// directory says (a static binary, `image build-server`), runs it with the
+// Docker socket mounted, makes calls through it with the go-sdk client over
+// `docker run -i`, and
 // checks that its sandboxes are labelled with its container, that a second
 // replica (same hostname, also pid 1) leaves the first one's session alone,
 // and that no sandbox is left once they exit.

@@ -141,9 +141,10 @@ type toolDef struct {
 // toolDefs is the one list of the tools, in the order tools/list shows
 // them. Their names are the policy's (policy.Tool*, the names an Input
 // may carry, aliased above); registration and the argument validator
-// follow this list, and tests hold rules/tools.rego, auth.ScopeFor and the
-// tool tables of README.md and policy/README.md to it. A new tool is a policy.Tool* name, an entry
-// here, its argument and result types and its handler.
+// follow this list, and tests hold rules/tools.rego, auth.ScopeFor, the
+// README's tool table and policy/README.md's input table to it. A new tool
+// is a policy.Tool* name, an entry here, its argument and result types and
+// its handler.
 var toolDefs = []toolDef{
 	{
 		name: ToolExecuteTransient, title: "Run Python (fresh sandbox)", scope: scopeExecute,
