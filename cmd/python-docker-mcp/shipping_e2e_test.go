@@ -68,7 +68,7 @@ func TestServerImage(t *testing.T) {
 	}
 	run := func(name string) replica {
 		cidfile := filepath.Join(dir, name+".cid")
-		cmd := exec.Command("docker", "run", "-i", "--rm", "--cidfile", cidfile, "--hostname", "pdm-replica",
+		cmd := exec.Command("docker", "run", "-i", "--rm", "--network", "none", "--cidfile", cidfile, "--hostname", "pdm-replica",
 			"-v", "/var/run/docker.sock:/var/run/docker.sock", tag, "--set", "pool.size=1")
 		stderr := &lockedBuffer{}
 		cmd.Stderr = stderr
