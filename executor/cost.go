@@ -10,12 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/moby/moby/api/pkg/stdcopy"
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/client"
-
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
-	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 )
 
@@ -30,8 +25,8 @@ type Phase struct {
 	CPU time.Duration
 }
 
-// MeasureSandbox lives through one sandbox step by step with the Docker
-// calls the executor makes for a sandbox (create, attach, start, the
+// MeasureSandbox lives through one sandbox step by step (on a backend that
+// is a backend.Stepper: Docker) with the calls the executor makes for a sandbox (create, attach, start, the
 // runner's ready frame, with preload the preload op importing modules, and
 // forced removal) and returns each step's wall time and the CPU time that
 // cpu reports across it; cpu decides what to count (bench: the Docker
@@ -47,24 +42,18 @@ func (e *Executor) MeasureSandbox(ctx context.Context, modules []string, preload
 		return nil, err
 	}
 	defer r.discard()
-	att, err := e.docker.ContainerAttach(ctx, r.sb.id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	box, err := r.st.AttachDefined(ctx, r.sb.id)
 	if err != nil {
-		return nil, e.dockerErr("attach sandbox", err)
+		return nil, err
 	}
-	defer att.HijackedResponse.Close()
-	stop := context.AfterFunc(ctx, func() { att.HijackedResponse.Close() })
-	defer stop()
+	defer box.Close()
 	r.mark("attach")
-	pr, pw := io.Pipe()
-	go func() {
-		_, err := stdcopy.StdCopy(pw, io.Discard, att.HijackedResponse.Reader)
-		pw.CloseWithError(errors.Join(err, io.EOF))
-	}()
-	if _, err := e.docker.ContainerStart(ctx, r.sb.id, client.ContainerStartOptions{}); err != nil {
-		return nil, e.dockerErr("start sandbox", err)
+	pr := box.Stdout
+	if err := r.st.Start(ctx, r.sb.id); err != nil {
+		return nil, err
 	}
 	r.mark("start")
-	go e.sendRunner(att.HijackedResponse.Conn)
+	go e.sendRunner(box.Stdin)
 	var ready protocol.Ready
 	if err := readCostFrame(pr, &ready); err != nil || ready.Op != "ready" {
 		return nil, fmt.Errorf("start sandbox: no ready frame from the runner (%v, op %q)", err, ready.Op)
@@ -80,7 +69,7 @@ func (e *Executor) MeasureSandbox(ctx context.Context, modules []string, preload
 		if !preload {
 			req["modules"] = []string{}
 		}
-		if err := writeFrame(att.HijackedResponse.Conn, req); err != nil {
+		if err := writeFrame(box.Stdin, req); err != nil {
 			return nil, fmt.Errorf("preload: %w", err)
 		}
 		var resp protocol.Reply
@@ -89,8 +78,8 @@ func (e *Executor) MeasureSandbox(ctx context.Context, modules []string, preload
 		}
 		if ask {
 			e.runner.keep(resp.RunnerCode)
-			if resp.Stdlib != "" {
-				e.makeTreeVolume(ctx, resp.Stdlib) // before the next sandbox, as a pool's sandboxes soon have it
+			if t, ok := e.be.(backend.Tree); ok && resp.Stdlib != "" {
+				t.MakeTree(ctx, e.helperSpec(KindTree), resp.Stdlib) // before the next sandbox, as a pool's sandboxes soon have it
 			}
 		}
 		if preload {
@@ -122,18 +111,17 @@ func (e *Executor) MeasureEmpty(ctx context.Context, cpu func() time.Duration) (
 		return nil, err
 	}
 	defer r.discard()
-	wait := e.docker.ContainerWait(ctx, r.sb.id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
-	if _, err := e.docker.ContainerStart(ctx, r.sb.id, client.ContainerStartOptions{}); err != nil {
-		return nil, e.dockerErr("start an empty container", err)
+	wait := r.st.Await(ctx, r.sb.id)
+	if err := r.st.Start(ctx, r.sb.id); err != nil {
+		return nil, fmt.Errorf("empty container: %w", err)
 	}
 	r.mark("start")
-	select {
-	case res := <-wait.Result:
-		if res.StatusCode != 0 {
-			return nil, fmt.Errorf("empty container: %q exited with status %d, want 0: the image %s needs it on its PATH", strings.Join(EmptyCommand, " "), res.StatusCode, e.config().Docker.Image)
-		}
-	case err := <-wait.Error:
-		return nil, e.dockerErr("wait for an empty container", err)
+	code, err := wait()
+	if err != nil {
+		return nil, fmt.Errorf("empty container: %w", err)
+	}
+	if code != 0 {
+		return nil, fmt.Errorf("empty container: %q exited with status %d, want 0: the image %s needs it on its PATH", strings.Join(EmptyCommand, " "), code, e.config().Docker.Image)
 	}
 	r.mark("exit")
 	r.remove()
@@ -144,6 +132,7 @@ func (e *Executor) MeasureEmpty(ctx context.Context, cpu func() time.Duration) (
 // through, and its phases so far.
 type measured struct {
 	e      *Executor
+	st     backend.Stepper
 	sb     *sandbox
 	cpu    func() time.Duration
 	phases []Phase
@@ -158,7 +147,8 @@ type measured struct {
 // it is made before the measuring starts, as it serves many sandboxes.
 // The caller defers discard.
 func (e *Executor) createMeasured(ctx context.Context, cpu func() time.Duration, edit func(*backend.Spec)) (*measured, error) {
-	if e.docker == nil {
+	st, ok := e.be.(backend.Stepper)
+	if !ok {
 		return nil, errors.New("measuring a sandbox's phases needs the docker backend")
 	}
 	lim, err := resolveLimits(e.config().Docker, Limits{})
@@ -167,27 +157,28 @@ func (e *Executor) createMeasured(ctx context.Context, cpu func() time.Duration,
 	}
 	meta := sandboxMeta{Kind: KindTransient, Instance: e.instance, PID: e.pid, Host: e.host, Created: time.Now()}
 	spec := sandboxSpec(e.config().Docker, lim, meta)
-	e.tree.vol.Load().mountIn(&spec)
 	if edit != nil {
 		edit(&spec)
 	}
-	netns := ""
-	if e.leasesNetwork(meta) {
-		if netns, err = e.leaseNetwork(ctx); err != nil {
+	var prep backend.Prepared
+	if p, ok := e.be.(backend.Preparer); ok {
+		needs := e.needs(meta)
+		needs.Tree = true
+		if prep, err = p.Prepare(ctx, &spec, needs); err != nil {
 			return nil, err
 		}
-		spec.JoinNetwork = netns
 	}
-	cfg, host := docker.ContainerConfig(spec)
-	r := &measured{e: e, cpu: cpu, t: time.Now(), last: cpu()}
-	created, err := e.docker.ContainerCreate(context.WithoutCancel(ctx), client.ContainerCreateOptions{Config: cfg, HostConfig: host})
+	r := &measured{e: e, st: st, cpu: cpu, t: time.Now(), last: cpu()}
+	id, err := st.Define(ctx, spec)
 	if err != nil {
-		e.dropNetwork(netns)
-		return nil, e.dockerErr("create sandbox", err)
+		if prep.Release != nil {
+			prep.Release(false)
+		}
+		return nil, e.createErr(err)
 	}
-	r.sb = &sandbox{id: created.ID, netns: netns, meta: meta, quit: make(chan struct{})}
+	r.sb = &sandbox{id: id, release: prep.Release, meta: meta, quit: make(chan struct{})}
 	if !e.track(r.sb) {
-		e.removeContainer(r.sb.id)
+		e.returnPrepared(r.sb, e.removeContainer(r.sb.id))
 		return nil, ErrClosed
 	}
 	r.mark("create")

@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -29,7 +30,6 @@ import (
 	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
-	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
@@ -195,12 +195,8 @@ type (
 type Executor struct {
 	// cfg is the configuration in force (see Reload); a call reads it
 	// once, when it begins.
-	cfg atomic.Pointer[Config]
-	be  backend.Backend
-	// docker is the Docker client for what only Docker has (package
-	// volumes, installers, the server's own container); nil on other
-	// backends.
-	docker   dockerAPI
+	cfg      atomic.Pointer[Config]
+	be       backend.Backend
 	log      *slog.Logger
 	instance string
 	pid      int
@@ -224,13 +220,12 @@ type Executor struct {
 	unremoved map[string]bool
 	stop      chan struct{}
 	done      chan struct{}
-	netns     netHolders     // network namespaces that sandboxes lease
+	topping   atomic.Bool    // a Preparer backend readies a namespace (topUpNetworks)
 	bg        sync.WaitGroup // pool upkeep, creations, background removals
 	calls     atomic.Int64   // runs in progress
 	armed     atomic.Int64   // runs whose worker had installed their guard ahead (a pooled spare)
 	counts    startCounters  // for Stats
 	runner    runnerCodes    // the runner's compiled code, handed to new sandboxes
-	tree      treeState      // the interpreter tree volume Docker sandboxes mount
 
 	pools    atomic.Pointer[poolSet] // the warm pools of the configuration in force
 	reloadMu sync.Mutex              // serialises Reload
@@ -240,35 +235,25 @@ type Executor struct {
 // reaper never touches their containers.
 var liveInstances sync.Map
 
-// New connects to Docker (DOCKER_HOST and friends, API version negotiated)
-// and returns an executor whose sandboxes are its containers (see
-// NewWithBackend). Docker unreachable is an error wrapping
-// ErrDockerUnavailable; a missing image is reported by the first run.
-func New(ctx context.Context, cfg Config) (*Executor, error) {
-	if err := checkConfig(cfg); err != nil {
-		return nil, err
-	}
-	cli, err := docker.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return newExecutor(ctx, cfg, docker.New(cli), cli, slog.Default())
-}
-
-// NewWithBackend returns an executor whose sandboxes live in b (the Docker
-// backend, Kubernetes, a test's fake). Package volumes and install-package
-// need Docker: with any other backend, Install fails saying so. Like New,
-// it removes labelled sandboxes that no live executor owns (crash
-// leftovers) and starts the session reaper and, with pool.enabled, the
-// warm pool. log nil means slog.Default().
+// NewWithBackend returns an executor whose sandboxes live in b (Docker:
+// docker.Open; Kubernetes: kubernetes.New; a test's fake). What b offers
+// beyond backend.Backend it finds by type assertion (see
+// backend.Preparer, Tree, Packages, Stepper, Host, Liveness, Shared):
+// package volumes and install-package need Packages, and fail saying so
+// without. The executor takes b over: its Close (or a failed
+// NewWithBackend) calls b's Close when b has one. It removes labelled
+// sandboxes that no live executor owns (crash leftovers) and starts the
+// session reaper and, with pool.enabled, the warm pool. log nil means
+// slog.Default().
 func NewWithBackend(ctx context.Context, cfg Config, b backend.Backend, log *slog.Logger) (*Executor, error) {
 	if err := checkConfig(cfg); err != nil {
+		closeBackend(b)
 		return nil, err
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	return newExecutor(ctx, cfg, b, nil, log)
+	return newExecutor(ctx, cfg, b, log)
 }
 
 func checkConfig(cfg Config) error {
@@ -281,12 +266,10 @@ func checkConfig(cfg Config) error {
 	return nil
 }
 
-// newExecutor: cli is nil, or the Docker client b runs on.
-func newExecutor(ctx context.Context, cfg Config, b backend.Backend, cli dockerAPI, log *slog.Logger) (*Executor, error) {
+func newExecutor(ctx context.Context, cfg Config, b backend.Backend, log *slog.Logger) (*Executor, error) {
 	host, _ := os.Hostname()
 	e := &Executor{
 		be:        b,
-		docker:    cli,
 		log:       log,
 		instance:  randomHex(8),
 		pid:       os.Getpid(),
@@ -300,11 +283,11 @@ func newExecutor(ctx context.Context, cfg Config, b backend.Backend, cli dockerA
 		done:      make(chan struct{}),
 	}
 	e.cfg.Store(&cfg)
-	e.self = selfIdentity(ctx, cli)
+	e.self = selfIdentity(ctx, b)
 	if l, ok := b.(backend.Liveness); ok {
 		release, err := l.Hold(ctx, e.instance)
 		if err != nil {
-			e.closeDocker()
+			closeBackend(b)
 			return nil, fmt.Errorf("record this server as alive, so other servers leave its sandboxes alone: %w", err)
 		}
 		e.liveness, e.releaseLive = l, release
@@ -316,7 +299,7 @@ func newExecutor(ctx context.Context, cfg Config, b backend.Backend, cli dockerA
 		if e.releaseLive != nil {
 			e.releaseLive(context.WithoutCancel(ctx))
 		}
-		e.closeDocker()
+		closeBackend(b)
 		return nil, err
 	} else if n > 0 {
 		log.Info("removed leftover sandboxes", "count", n)
@@ -334,11 +317,13 @@ func newExecutor(ctx context.Context, cfg Config, b backend.Backend, cli dockerA
 	return e, nil
 }
 
-func (e *Executor) closeDocker() error {
-	if e.docker == nil {
-		return nil
+// closeBackend closes b when it has a Close (Docker: its namespace
+// holders and its client).
+func closeBackend(b backend.Backend) error {
+	if c, ok := b.(io.Closer); ok {
+		return c.Close()
 	}
-	return e.docker.Close()
+	return nil
 }
 
 func randomHex(n int) string {
@@ -382,7 +367,9 @@ func (e *Executor) reapOrphans(ctx context.Context) (int, error) {
 		n++
 	}
 	n += e.reapVolumes(ctx, owners.alive)
-	n += e.reapTreeVolumes(ctx)
+	if h, ok := e.be.(backend.Host); ok {
+		n += h.RemoveLeftovers(ctx)
+	}
 	return n, nil
 }
 
@@ -486,7 +473,6 @@ func (e *Executor) Close(ctx context.Context) error {
 		return fmt.Errorf("close executor: %w", ctx.Err())
 	}
 	e.retryRemovals()
-	e.closeNetworks()
 	vctx, vcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	e.reapVolumes(vctx, func(l map[string]string) bool { return l[LabelInstance] != e.instance })
 	vcancel()
@@ -498,7 +484,7 @@ func (e *Executor) Close(ctx context.Context) error {
 	}
 	liveInstances.Delete(e.instance)
 	e.dropLiveness(ctx)
-	return e.closeDocker()
+	return closeBackend(e.be)
 }
 
 // dropLiveness deletes this server's liveness record, if the backend keeps

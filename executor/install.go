@@ -16,12 +16,6 @@ import (
 	"sync"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/api/pkg/stdcopy"
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/mount"
-	"github.com/moby/moby/client"
-
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 )
@@ -160,19 +154,6 @@ func volumeLabels(meta sandboxMeta) map[string]string {
 	return l
 }
 
-// packagesMount is the package volume's mount: read-only in sandboxes,
-// writable in the installer. Docker creates the volume, labelled, on first
-// use.
-func packagesMount(meta sandboxMeta, readOnly bool) mount.Mount {
-	return mount.Mount{
-		Type:          mount.TypeVolume,
-		Source:        meta.Packages,
-		Target:        PackagesDir,
-		ReadOnly:      readOnly,
-		VolumeOptions: &mount.VolumeOptions{NoCopy: true, Labels: volumeLabels(meta)},
-	}
-}
-
 // installerBootstrap runs as root with only CHOWN, SETUID and SETGID: it
 // gives the package volume to the sandbox user, drops to that user for good
 // and execs the installer (argv[3] holds the pip and uv command lines;
@@ -233,19 +214,16 @@ func installerArgs(p config.Package, wheelhouses int, requirement string) (pip, 
 	return pip, uv
 }
 
-// installerSpec is the installer container: the sandbox's image and
-// resource limits, read-only rootfs, no network unless package.index_url
-// is set, every capability dropped but CHOWN, SETUID and SETGID (used once
-// by the bootstrap before it drops to docker.user), no-new-privileges, the
-// package volume writable, the wheelhouses read-only. A pure function.
-func installerSpec(c Config, lim Limits, meta sandboxMeta, cmd []string) (*container.Config, *container.HostConfig) {
-	cfg, host := containerSpec(c.Docker, lim, meta)
-	cfg.User = "0:0"
-	cfg.Hostname = "installer"
-	cfg.WorkingDir = "/tmp"
-	cfg.AttachStdin, cfg.OpenStdin, cfg.StdinOnce = false, false, false
-	cfg.Entrypoint = append([]string{"python3", "-I", "-c", installerBootstrap}, cmd...)
-	cfg.Env = []string{
+// installerJob is the installer: the sandbox's image and resource limits,
+// read-only rootfs, no network unless package.index_url is set, /tmp
+// executable only with package.allow_sdist, the package volume writable,
+// the wheelhouses read-only (the backend adds what runs it as root with
+// only CHOWN, SETUID and SETGID, used once by the bootstrap before it
+// drops to docker.user: see docker.InstallerConfig). A pure function.
+func installerJob(c Config, lim Limits, meta sandboxMeta, cmd []string) backend.InstallJob {
+	spec := sandboxSpec(c.Docker, lim, meta)
+	spec.Command = append([]string{"python3", "-I", "-c", installerBootstrap}, cmd...)
+	spec.Env = []string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=/tmp",
 		"LANG=C.UTF-8",
@@ -253,27 +231,14 @@ func installerSpec(c Config, lim Limits, meta sandboxMeta, cmd []string) (*conta
 		"PIP_NO_COLOR=1",
 		"PIP_PROGRESS_BAR=off",
 	}
-	tmpOpts := []string{"rw", "nosuid", "nodev"}
-	if !c.Package.AllowSdist {
-		tmpOpts = append(tmpOpts, "noexec")
+	for i := range spec.Volumes {
+		spec.Volumes[i].ReadOnly = false
 	}
-	if c.Docker.TmpSize > 0 {
-		tmpOpts = append(tmpOpts, "size="+strconv.FormatInt(int64(max(c.Docker.TmpSize, 256<<20)), 10))
-	}
-	host.Tmpfs = map[string]string{"/tmp": strings.Join(tmpOpts, ",")}
-	init := true // pip's subprocesses: Docker's init reaps them
-	host.Init = &init
-	host.ReadonlyRootfs = true
-	host.CapAdd = []string{"CHOWN", "SETUID", "SETGID"}
-	host.NetworkMode = "none"
-	if c.Package.IndexURL != "" {
-		host.NetworkMode = "bridge"
-	}
-	host.Mounts = []mount.Mount{packagesMount(meta, false)}
+	job := backend.InstallJob{Spec: spec, Network: c.Package.IndexURL != "", ExecTmp: c.Package.AllowSdist}
 	for i, dir := range c.Package.FindLinks {
-		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeBind, Source: dir, Target: wheelhouseDir + "/" + strconv.Itoa(i), ReadOnly: true})
+		job.Binds = append(job.Binds, backend.Bind{Source: dir, Path: wheelhouseDir + "/" + strconv.Itoa(i)})
 	}
-	return cfg, host
+	return job
 }
 
 // Installed is how many packages were installed into owner's session
@@ -311,7 +276,7 @@ func (e *Executor) Installed(owner, sessionID string) (int, error) {
 // Result (see Status); an error means the install could not run. Safe for
 // concurrent use.
 func (e *Executor) Install(ctx context.Context, req InstallRequest) (*InstallResult, error) {
-	if e.docker == nil {
+	if _, ok := e.be.(backend.Packages); !ok {
 		return nil, fmt.Errorf("%w: install-package needs the docker backend (package volumes are Docker-only); preinstall packages in the sandbox image instead (image.packages)", ErrInvalidRequest)
 	}
 	if err := checkRequirement(req.Name, req.Specifier); err != nil {
@@ -386,77 +351,57 @@ func (e *Executor) runInstaller(ctx context.Context, meta sandboxMeta, req Insta
 	if want == "" {
 		want = "pip"
 	}
-	cfg, host := installerSpec(*c, lim, meta, []string{uid, gid, string(cmds), want})
+	job := installerJob(*c, lim, meta, []string{uid, gid, string(cmds), want})
 	timeout := c.Package.Timeout.D()
 	if timeout <= 0 {
 		timeout = defaultInstallTimeout
 	}
 	req.progress("starting the installer for " + requirement)
 	t0 := time.Now()
-	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), startupTimeout)
-	created, err := e.docker.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host})
-	ccancel()
-	if err != nil {
-		if cerrdefs.IsNotFound(err) {
-			return nil, fmt.Errorf("create installer: %w: %s (build it with `python-docker-mcp image build`)", ErrImageMissing, c.Docker.Image)
+	var sb *sandbox
+	abandoned := false
+	defer func() { e.destroy(sb) }()
+	started := func(id string) bool {
+		sb = &sandbox{id: id, meta: meta, lim: lim, quit: make(chan struct{})}
+		if !e.track(sb) {
+			e.removeContainer(id)
+			sb, abandoned = nil, true
+			return false
 		}
-		return nil, e.dockerErr("create installer", err)
+		return true
 	}
-	sb := &sandbox{id: created.ID, meta: meta, lim: lim, quit: make(chan struct{})}
-	if !e.track(sb) {
-		e.removeContainer(sb.id)
-		return nil, ErrClosed
-	}
-	defer e.destroy(sb)
-	att, err := e.docker.ContainerAttach(ctx, sb.id, client.ContainerAttachOptions{Stream: true, Stdout: true, Stderr: true})
-	if err != nil {
-		return nil, e.dockerErr("attach installer", err)
-	}
-	conn := att.HijackedResponse
-	sb.box = backend.NewSandbox(sb.id, nil, nil, nil, func() error { conn.Close(); return nil })
 	out := &installOutput{max: maxInstallOutput, progress: req.progress}
-	copied := make(chan struct{})
+	ictx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	stopBeat := make(chan struct{})
 	go func() {
-		defer close(copied)
-		_, _ = stdcopy.StdCopy(out, out, conn.Reader)
-		out.flush()
-	}()
-	// The wait is registered before the start so a fast exit is not missed.
-	wctx, wcancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer wcancel()
-	wait := e.docker.ContainerWait(wctx, sb.id, client.ContainerWaitOptions{Condition: "next-exit"})
-	if _, err := e.docker.ContainerStart(ctx, sb.id, client.ContainerStartOptions{}); err != nil {
-		return nil, e.dockerErr("start installer", err)
-	}
-	res := &InstallResult{Package: req.Name, Installer: "pip"}
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	beat := time.NewTicker(5 * time.Second)
-	defer beat.Stop()
-	exit := int64(-1)
-loop:
-	for {
-		select {
-		case r := <-wait.Result:
-			exit = r.StatusCode
-			break loop
-		case err := <-wait.Error:
-			return nil, e.dockerErr("wait for installer", err)
-		case <-beat.C:
-			req.progress(fmt.Sprintf("installing %s (%.0f s)", requirement, time.Since(t0).Seconds()))
-		case <-timer.C:
-			e.destroy(sb)
-			res.Status = "timeout"
-			res.Message = fmt.Sprintf("installing %s took longer than %s (package.timeout); the installer was stopped and nothing was installed", requirement, timeout)
-			break loop
-		case <-ctx.Done():
-			e.destroy(sb)
-			return nil, fmt.Errorf("install cancelled: %w", ctx.Err())
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				req.progress(fmt.Sprintf("installing %s (%.0f s)", requirement, time.Since(t0).Seconds()))
+			case <-stopBeat:
+				return
+			}
 		}
-	}
-	select {
-	case <-copied:
-	case <-time.After(5 * time.Second):
+	}()
+	exit, err := e.be.(backend.Packages).Install(ictx, job, out, started)
+	close(stopBeat)
+	out.flush()
+	res := &InstallResult{Package: req.Name, Installer: "pip"}
+	switch {
+	case err == nil:
+	case abandoned:
+		return nil, ErrClosed
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("install cancelled: %w", ctx.Err())
+	case ictx.Err() != nil:
+		e.destroy(sb)
+		res.Status = "timeout"
+		res.Message = fmt.Sprintf("installing %s took longer than %s (package.timeout); the installer was stopped and nothing was installed", requirement, timeout)
+	default:
+		return nil, err
 	}
 	res.Output, res.OutputTruncated = out.result()
 	res.DurationMS = float64(time.Since(t0).Microseconds()) / 1000
@@ -593,12 +538,13 @@ var _ io.Writer = (*installOutput)(nil)
 // running) or gone is left alone: Close sweeps the executor's volumes and
 // the next start reaps those of dead executors.
 func (e *Executor) removeVolume(name string) {
-	if name == "" || e.docker == nil {
+	pk, ok := e.be.(backend.Packages)
+	if name == "" || !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := e.docker.VolumeRemove(ctx, name, client.VolumeRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+	if err := pk.RemoveVolume(ctx, name); err != nil {
 		e.log.Warn("remove volume", "volume", name, "err", err)
 	}
 }
@@ -615,16 +561,17 @@ func (e *Executor) sessionGone(id string) bool {
 // reapVolumes removes package volumes, and the standard library volumes
 // that older servers made (treevol.go), that keep is false for (by label).
 func (e *Executor) reapVolumes(ctx context.Context, keep func(labels map[string]string) bool) int {
-	if e.docker == nil {
+	pk, ok := e.be.(backend.Packages)
+	if !ok {
 		return 0
 	}
-	list, err := e.docker.VolumeList(ctx, client.VolumeListOptions{Filters: make(client.Filters).Add("label", LabelKind)})
+	list, err := pk.Volumes(ctx, LabelKind)
 	if err != nil {
 		e.log.Warn("list volumes", "err", err)
 		return 0
 	}
 	n := 0
-	for _, v := range list.Items {
+	for _, v := range list {
 		if k := v.Labels[LabelKind]; (k != KindPackages && k != KindStdlib) || keep(v.Labels) {
 			continue
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
@@ -159,7 +160,7 @@ func TestInstallerSpec(t *testing.T) {
 	c := config.Default()
 	c.Package.FindLinks = []string{"/srv/wheels"}
 	meta := sandboxMeta{Kind: KindInstaller, Session: "s1", Packages: sessionVolume("s1")}
-	cfg, host := installerSpec(ConfigFrom(c), Limits{Memory: 1 << 30}, meta, []string{"1000", "1000", "{}", "pip"})
+	cfg, host := docker.InstallerConfig(installerJob(ConfigFrom(c), Limits{Memory: 1 << 30}, meta, []string{"1000", "1000", "{}", "pip"}))
 	if host.NetworkMode != "none" || !host.ReadonlyRootfs || cfg.User != "0:0" {
 		t.Errorf("network %q, readonly %v, user %q; want none, true, 0:0 (the bootstrap drops to docker.user)", host.NetworkMode, host.ReadonlyRootfs, cfg.User)
 	}
@@ -180,12 +181,12 @@ func TestInstallerSpec(t *testing.T) {
 		t.Errorf("/tmp %q: want noexec without allow_sdist", host.Tmpfs["/tmp"])
 	}
 	c.Package.IndexURL = "https://pypi.example/simple"
-	if _, host := installerSpec(ConfigFrom(c), Limits{}, meta, nil); host.NetworkMode != "bridge" {
+	if _, host := docker.InstallerConfig(installerJob(ConfigFrom(c), Limits{}, meta, nil)); host.NetworkMode != "bridge" {
 		t.Errorf("with index_url: network %q, want bridge", host.NetworkMode)
 	}
 
 	// The sandbox mounts the same volume read-only.
-	_, sh := containerSpec(c.Docker, Limits{}, sandboxMeta{Kind: KindPersistent, Session: "s1", Packages: sessionVolume("s1")})
+	_, sh := docker.ContainerConfig(sandboxSpec(c.Docker, Limits{}, sandboxMeta{Kind: KindPersistent, Session: "s1", Packages: sessionVolume("s1")}))
 	if len(sh.Mounts) != 1 || !sh.Mounts[0].ReadOnly || sh.Mounts[0].Target != PackagesDir || sh.Mounts[0].Source != "python-docker-mcp-pkgs-s1" {
 		t.Errorf("sandbox mounts %+v, want the package volume read-only at %s", sh.Mounts, PackagesDir)
 	}

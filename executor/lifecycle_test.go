@@ -81,7 +81,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 
 func TestDockerUnreachable(t *testing.T) {
 	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no.sock"))
-	_, err := New(tctx(t, 20*time.Second), ConfigFrom(config.Default()))
+	_, err := newDocker(tctx(t, 20*time.Second), config.Default())
 	if !errors.Is(err, ErrDockerUnavailable) || !strings.Contains(err.Error(), "DOCKER_HOST") {
 		t.Errorf("New without a daemon: %v, want ErrDockerUnavailable saying what to do", err)
 	}
@@ -193,7 +193,7 @@ func TestClose(t *testing.T) {
 	cfg := config.Default()
 	cli := dockertest.RequireImage(t, cfg.Docker.Image)
 	cfg.Pool.Enabled = false
-	e, err := New(tctx(t, time.Minute), ConfigFrom(cfg))
+	e, err := newDocker(tctx(t, time.Minute), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 )
 
@@ -98,7 +99,7 @@ func newExec(t testing.TB, edit func(*config.Config)) (*Executor, *client.Client
 	if edit != nil {
 		edit(&cfg)
 	}
-	e, err := New(context.Background(), ConfigFrom(cfg))
+	e, err := newDocker(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -108,6 +109,26 @@ func newExec(t testing.TB, edit func(*config.Config)) (*Executor, *client.Client
 		}
 	})
 	return e, cli
+}
+
+// newDocker is an executor on the Docker backend (docker.Open), as the
+// server makes it.
+func newDocker(ctx context.Context, cfg config.Config) (*Executor, error) {
+	b, err := docker.Open(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return NewWithBackend(ctx, ConfigFrom(cfg), b, nil)
+}
+
+// dockerOf is e's Docker backend.
+func dockerOf(t testing.TB, e *Executor) *docker.Backend {
+	t.Helper()
+	b, ok := e.be.(*docker.Backend)
+	if !ok {
+		t.Fatalf("the executor's backend is %T, want *docker.Backend", e.be)
+	}
+	return b
 }
 
 func tctx(t testing.TB, d time.Duration) context.Context {

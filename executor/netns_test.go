@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+
+	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 )
 
 // netCode prints the run's network namespace, then what it was asked to
@@ -186,7 +188,7 @@ func TestNetworkHoldersReady(t *testing.T) {
 	}
 	// Cold starts (tighter limits than the pool's) lease ready holders.
 	before := ourContainers(t, cli, LabelKind+"="+KindNetwork)
-	t.Logf("idle %d, all %d, sandboxes %d", e.idleNetworks(), len(e.netns.all), ourContainers(t, cli, ""))
+	t.Logf("idle %d, all %d, sandboxes %d", e.idleNetworks(), dockerOf(t, e).Holders(), ourContainers(t, cli, ""))
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Add(1)
@@ -215,9 +217,8 @@ func TestNetworkHoldersReady(t *testing.T) {
 // network namespace of its own (as without leasing) and the call runs.
 func TestNetworkLeaseFallback(t *testing.T) {
 	e, cli := newExec(t, nil)
-	saved := holderCommand
-	holderCommand = []string{"/nonexistent/holder"}
-	t.Cleanup(func() { holderCommand = saved })
+	restore := docker.HolderCommand([]string{"/nonexistent/holder"})
+	t.Cleanup(restore)
 	res := transient(t, e, netReq(t, 45682, "bind"))
 	wantStatus(t, res, "ok")
 	if !strings.Contains(res.Stdout, "bound") {
@@ -226,7 +227,7 @@ func TestNetworkLeaseFallback(t *testing.T) {
 	if n := ourContainers(t, cli, LabelKind+"="+KindNetwork); n != 0 {
 		t.Errorf("%d holders left after failed starts, want 0", n)
 	}
-	holderCommand = saved
+	restore()
 	res = transient(t, e, netReq(t, 45682, "bind"))
 	wantStatus(t, res, "ok")
 	if n := ourContainers(t, cli, LabelKind+"="+KindNetwork); n != 1 {

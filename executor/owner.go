@@ -1,15 +1,11 @@
 package executor
 
 import (
-	"bufio"
 	"context"
 	"os"
-	"regexp"
 	"strconv"
-	"strings"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/client"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 )
 
 // Labels that say which server process owns a sandbox or volume, so the
@@ -38,55 +34,16 @@ func (id identity) stamp(m *sandboxMeta) {
 	m.PIDNS, m.Server = id.pidns, id.container
 }
 
-var containerIDInPath = regexp.MustCompile(`/containers/([0-9a-f]{64})/(hostname|hosts|resolv\.conf)$`)
-
-// containerInMount returns the container id of a /proc/self/mountinfo line
-// that mounts Docker's per-container hostname, hosts or resolv.conf file
-// at its place in /etc (m[1]), or nil. Only the mount point counts: on a
-// Docker host the host's own mount table lists other containers' files
-// (their shm mounts), never at /etc/hostname.
-func containerInMount(line string) []string {
-	f := strings.Fields(line)
-	if len(f) < 5 {
-		return nil
-	}
-	switch f[4] {
-	case "/etc/hostname", "/etc/hosts", "/etc/resolv.conf":
-		return containerIDInPath.FindStringSubmatch(f[3])
-	}
-	return nil
-}
-
-// selfIdentity finds this process's pid namespace and, when it runs in a
-// Docker container, that container's id: Docker bind-mounts the
-// container's hostname, hosts and resolv.conf files from
-// /var/lib/docker/containers/ID/, which /proc/self/mountinfo shows. The id
-// counts only if the daemon knows a running container by it (the
-// server talks to the daemon it runs under).
-func selfIdentity(ctx context.Context, docker dockerAPI) identity {
+// selfIdentity finds this process's pid namespace and, on a backend that
+// shares a runtime with it (backend.Host: Docker), the container it runs
+// in.
+func selfIdentity(ctx context.Context, b backend.Backend) identity {
 	var id identity
 	if ns, err := os.Readlink("/proc/self/ns/pid"); err == nil {
 		id.pidns = ns
 	}
-	if docker == nil {
-		return id // not on Docker: no server container to find
-	}
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return id
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		m := containerInMount(sc.Text())
-		if m == nil {
-			continue
-		}
-		if res, err := docker.ContainerInspect(ctx, m[1], client.ContainerInspectOptions{}); err == nil && res.Container.State != nil && res.Container.State.Running {
-			id.container = m[1]
-		}
-		break
+	if h, ok := b.(backend.Host); ok {
+		id.container = h.Self(ctx)
 	}
 	return id
 }
@@ -147,16 +104,13 @@ func (o *ownerCheck) containerRunning(id string) bool {
 	if v, ok := o.running[id]; ok {
 		return v
 	}
-	if o.e.docker == nil {
+	h, ok := o.e.be.(backend.Host)
+	if !ok {
 		return true // cannot say
 	}
-	res, err := o.e.docker.ContainerInspect(o.ctx, id, client.ContainerInspectOptions{})
-	v := true
-	switch {
-	case err == nil:
-		v = res.Container.State != nil && res.Container.State.Running
-	case cerrdefs.IsNotFound(err):
-		v = false
+	v, err := h.Running(o.ctx, id)
+	if err != nil {
+		v = true
 	}
 	o.running[id] = v
 	return v

@@ -3,13 +3,13 @@ package executor
 import (
 	"context"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/client"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 )
 
@@ -64,7 +64,7 @@ func TestReaperTellsReplicasApart(t *testing.T) {
 
 	// Seen from a server that is itself pid 1 in a container (where the
 	// old host+pid rule took every replica's pid 1 for its own).
-	self := &Executor{pid: 1, host: host, docker: cli, self: identity{pidns: "pid:[9]", container: deadServer}}
+	self := &Executor{pid: 1, host: host, be: docker.New(cli), self: identity{pidns: "pid:[9]", container: deadServer}}
 	check := self.newOwnerCheck(ctx)
 	for name, c := range map[string]struct {
 		labels map[string]string
@@ -89,27 +89,7 @@ func TestSandboxesCarryTheOwnerIdentity(t *testing.T) {
 		t.Errorf("labels %v lack the owner identity", l)
 	}
 	ns, _ := os.Readlink("/proc/self/ns/pid")
-	if id := selfIdentity(context.Background(), dockertest.Require(t)); id.pidns != ns {
+	if id := selfIdentity(context.Background(), docker.New(dockertest.Require(t))); id.pidns != ns {
 		t.Errorf("pid namespace %q, want %q", id.pidns, ns)
-	}
-}
-
-func TestContainerInMount(t *testing.T) {
-	id := strings.Repeat("ab", 32)
-	for line, want := range map[string]string{
-		"103 84 254:0 /var/lib/docker/containers/" + id + "/hostname /etc/hostname rw,relatime - ext4 /dev/vda rw":          id,
-		"102 84 254:0 /home/u/.local/share/docker/containers/" + id + "/resolv.conf /etc/resolv.conf rw - ext4 /dev/vda rw": id,
-		// A Docker host lists other containers' shm mounts: not its own container.
-		"590 29 0:52 / /var/lib/docker/containers/" + id + "/mounts/shm rw,nosuid - tmpfs shm rw": "",
-		"30 1 254:0 / / rw,relatime - ext4 /dev/vda rw":                                           "",
-		"short": "",
-	} {
-		got := ""
-		if m := containerInMount(line); m != nil {
-			got = m[1]
-		}
-		if got != want {
-			t.Errorf("containerInMount(%q) = %q, want %q", line, got, want)
-		}
 	}
 }

@@ -728,12 +728,7 @@ func (p *pool) create(modules []string) (*sandbox, error) {
 		if !p.e.runner.keep(resp.RunnerCode) {
 			p.e.log.Debug("pool: the sandbox did not give the runner's compiled code")
 		}
-		if resp.Stdlib != "" && p.e.docker != nil && p.e.bgAdd() {
-			go func() {
-				defer p.e.bg.Done()
-				p.e.makeTreeVolume(context.Background(), resp.Stdlib)
-			}()
-		}
+		p.e.makeTree(resp.Stdlib)
 	}
 	switch {
 	case err != nil:

@@ -8,41 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/client"
-
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
-	"github.com/python-docker-mcp/python-docker-mcp/executor/image"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/runner"
 )
-
-// dockerAPI is the part of the Docker client the executor uses for what
-// only Docker has: package volumes, installer containers, and finding the
-// server's own container. Sandboxes go through the backend.
-type dockerAPI interface {
-	Ping(ctx context.Context, options client.PingOptions) (client.PingResult, error)
-	ContainerCreate(ctx context.Context, options client.ContainerCreateOptions) (client.ContainerCreateResult, error)
-	ContainerAttach(ctx context.Context, id string, options client.ContainerAttachOptions) (client.ContainerAttachResult, error)
-	ContainerStart(ctx context.Context, id string, options client.ContainerStartOptions) (client.ContainerStartResult, error)
-	ContainerKill(ctx context.Context, id string, options client.ContainerKillOptions) (client.ContainerKillResult, error)
-	ContainerRemove(ctx context.Context, id string, options client.ContainerRemoveOptions) (client.ContainerRemoveResult, error)
-	ContainerInspect(ctx context.Context, id string, options client.ContainerInspectOptions) (client.ContainerInspectResult, error)
-	ContainerList(ctx context.Context, options client.ContainerListOptions) (client.ContainerListResult, error)
-	ContainerWait(ctx context.Context, id string, options client.ContainerWaitOptions) client.ContainerWaitResult
-	VolumeList(ctx context.Context, options client.VolumeListOptions) (client.VolumeListResult, error)
-	VolumeInspect(ctx context.Context, volumeID string, options client.VolumeInspectOptions) (client.VolumeInspectResult, error)
-	ImageInspect(ctx context.Context, imageID string, inspectOpts ...client.ImageInspectOption) (client.ImageInspectResult, error)
-	ContainerStatPath(ctx context.Context, containerID string, options client.ContainerStatPathOptions) (client.ContainerStatPathResult, error)
-	CopyToContainer(ctx context.Context, containerID string, options client.CopyToContainerOptions) (client.CopyToContainerResult, error)
-	VolumeRemove(ctx context.Context, volumeID string, options client.VolumeRemoveOptions) (client.VolumeRemoveResult, error)
-	Close() error
-}
 
 // startupTimeout bounds creating a sandbox up to the runner's ready frame.
 const startupTimeout = 60 * time.Second
@@ -52,15 +27,15 @@ const startupTimeout = 60 * time.Second
 // persistent ones are serialized by their session.
 type sandbox struct {
 	id string
-	// netns is the holder whose network namespace the sandbox leased
-	// ("" = its own).
-	netns  string
-	meta   sandboxMeta
-	lim    Limits
-	box    *backend.Sandbox // the attach streams; nil before they exist
-	frames chan frameOrErr
-	stderr *tailBuffer
-	nextID uint64
+	// release gives back what the backend prepared for the sandbox (a
+	// leased network namespace) once it is removed; nil = nothing.
+	release func(removed bool)
+	meta    sandboxMeta
+	lim     Limits
+	box     *backend.Sandbox // the attach streams; nil before they exist
+	frames  chan frameOrErr
+	stderr  *tailBuffer
+	nextID  uint64
 	// limit is the largest frame the reader accepts now: the reply cap of
 	// the request in flight, idleFrameLimit otherwise.
 	limit atomic.Int64
@@ -117,52 +92,34 @@ func (t *tailBuffer) String() string {
 	return strings.TrimSpace(string(t.buf))
 }
 
-// dockerErr turns a Docker client error into one that says what to do.
-func (e *Executor) dockerErr(op string, err error) error {
-	switch {
-	case client.IsErrConnectionFailed(err):
-		return fmt.Errorf("%s: %w: %v (start Docker or point DOCKER_HOST at a running daemon)", op, ErrDockerUnavailable, err)
-	case cerrdefs.IsNotFound(err) && op == "create sandbox" && !image.Managed(e.config().Docker.Image):
-		return fmt.Errorf("%s: %w: %s is not built by python-docker-mcp: pull it or build it yourself (docker.image names it)", op, ErrImageMissing, e.config().Docker.Image)
-	case cerrdefs.IsNotFound(err) && op == "create sandbox":
-		return fmt.Errorf("%s: %w: %s (build it with `python-docker-mcp image build`)", op, ErrImageMissing, e.config().Docker.Image)
-	}
-	return fmt.Errorf("%s: %w", op, err)
-}
-
 // start creates a sandbox through the backend and waits for the runner's
 // ready frame. On failure nothing is left behind.
 func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *sandbox, err error) {
 	defer func() { e.counts.countStart(err) }()
-	lib := e.tree.vol.Load()
-	sb, err := e.startWith(ctx, meta, lim, lib)
-	if err != nil && lib != nil && err != ErrClosed && ctx.Err() == nil && e.tree.vol.CompareAndSwap(lib, nil) {
-		// The volume may have been removed behind the executor's back
-		// (docker volume prune while no sandbox ran): Docker would then
-		// mount an empty one. Sandboxes read the image's own from now on.
-		e.log.Warn("a sandbox that mounts the interpreter tree volume did not start; sandboxes read the image's own files from now on", "volume", lib.name, "err", err)
-		sb, err = e.startWith(ctx, meta, lim, nil)
+	sb, tree, err := e.startWith(ctx, meta, lim, true)
+	if t, ok := e.be.(backend.Tree); ok && err != nil && tree && err != ErrClosed && ctx.Err() == nil && t.DropTree() {
+		// The backend's copy of the interpreter tree may be gone (a volume
+		// removed behind the executor's back): sandboxes read the image's
+		// own files from now on.
+		sb, _, err = e.startWith(ctx, meta, lim, false)
 	}
 	return sb, err
 }
 
-// startWith is start, with lib (when not nil) mounted read-only over the
-// image's interpreter tree.
-func (e *Executor) startWith(ctx context.Context, meta sandboxMeta, lim Limits, lib *treeVolume) (*sandbox, error) {
+// startWith is start; with tree, the sandbox may mount the backend's copy
+// of the interpreter tree (see backend.Tree), and mounted says it did.
+func (e *Executor) startWith(ctx context.Context, meta sandboxMeta, lim Limits, tree bool) (_ *sandbox, mounted bool, _ error) {
 	meta.Instance, meta.PID, meta.Host = e.instance, e.pid, e.host
 	e.self.stamp(&meta)
 	if meta.Created.IsZero() {
 		meta.Created = time.Now()
 	}
-	if e.docker == nil {
-		meta.Packages = "" // package volumes are Docker-only
+	if _, ok := e.be.(backend.Packages); !ok {
+		meta.Packages = "" // package volumes need a backend with them
 	}
 	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
 	spec := sandboxSpec(e.config().Docker, lim, meta)
-	if e.docker != nil {
-		lib.mountIn(&spec)
-	}
 	shared := e.sharesSessions(meta.Kind)
 	if shared {
 		spec.Detachable = true
@@ -170,20 +127,20 @@ func (e *Executor) startWith(ctx context.Context, meta sandboxMeta, lim Limits, 
 			spec.Env = append(spec.Env, fmt.Sprintf("PDM_IDLE_EXIT=%d", int64(d/time.Second)))
 		}
 	}
-	box, netns, err := e.createSandbox(ctx, meta, spec)
+	box, prep, err := e.createSandbox(ctx, meta, spec, tree)
 	if err != nil {
-		return nil, e.createErr(err)
+		return nil, false, e.createErr(err)
 	}
 	sb := e.wrap(box, meta, lim, shared, true)
-	sb.netns = netns
+	sb.release = prep.Release
 	if !e.track(sb) {
 		box.Close()
-		e.removeContainer(sb.id)
-		return nil, ErrClosed
+		e.returnPrepared(sb, e.removeContainer(sb.id))
+		return nil, false, ErrClosed
 	}
-	fail := func(op string, err error) (*sandbox, error) {
+	fail := func(op string, err error) (*sandbox, bool, error) {
 		e.destroy(sb)
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, prep.Tree, fmt.Errorf("%s: %w", op, err)
 	}
 	go e.sendRunner(sb.box.Stdin) // a runner that never reads it sends no ready frame
 	select {
@@ -219,7 +176,7 @@ func (e *Executor) startWith(ctx context.Context, meta sandboxMeta, lim Limits, 
 			e.log.Debug("the sandbox did not give the runner's compiled code")
 		}
 	}
-	return sb, nil
+	return sb, prep.Tree, nil
 }
 
 // sendRunner writes the runner's preamble to a new sandbox's stdin, where
@@ -237,39 +194,119 @@ func (e *Executor) sendRunner(stdin io.Writer) {
 	_ = protocol.WritePreamble(stdin, runner.Source, code, magic)
 }
 
-// createSandbox creates spec through the backend, in a leased network
-// namespace when meta leases one (the holder's id is returned with it). A
-// failed create removes its holder; when that holder was no longer running
-// (the create failed for it), every idle one that no longer runs is removed
-// too and another tried once, else the create's error is the call's.
-// Leasing only saves work: when no holder can be had or joined, the sandbox
-// gets a namespace of its own, as without leasing, rather than the call
-// failing.
-func (e *Executor) createSandbox(ctx context.Context, meta sandboxMeta, spec backend.Spec) (*backend.Sandbox, string, error) {
-	for try := 0; e.leasesNetwork(meta) && try < 2; try++ {
-		id, err := e.leaseNetwork(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, "", err
-			}
-			e.log.Warn("no network namespace to lease; the sandbox gets its own", "err", err)
-			break
-		}
-		spec.JoinNetwork = id
+// createSandbox creates spec through the backend, with what a Preparer
+// backend readies for it (a leased network namespace; with tree, its copy
+// of the interpreter tree). A Create that failed because what was readied
+// is gone (backend.ErrStale: a holder removed or killed from outside) is
+// tried once more, then without a shared namespace; readying only saves
+// work, so the sandbox then gets its own rather than the call failing.
+func (e *Executor) createSandbox(ctx context.Context, meta sandboxMeta, spec backend.Spec, tree bool) (*backend.Sandbox, backend.Prepared, error) {
+	p, ok := e.be.(backend.Preparer)
+	if !ok {
 		box, err := e.be.Create(ctx, spec)
-		if err == nil {
-			return box, id, nil
-		}
-		joinable := e.holderRunning(ctx, id)
-		e.dropNetwork(id)
-		if joinable || ctx.Err() != nil {
-			return nil, "", err // not the holder's failure
-		}
-		e.pruneNetworks(ctx) // holders removed or killed from outside
+		return box, backend.Prepared{}, err
 	}
-	spec.JoinNetwork = ""
-	box, err := e.be.Create(ctx, spec)
-	return box, "", err
+	needs := e.needs(meta)
+	needs.Tree = tree
+	for try := 0; ; try++ {
+		s := spec
+		s.Volumes = slices.Clone(spec.Volumes)
+		prep, err := p.Prepare(ctx, &s, needs)
+		if err != nil {
+			return nil, backend.Prepared{}, err
+		}
+		box, err := e.be.Create(ctx, s)
+		if err == nil {
+			return box, prep, nil
+		}
+		if prep.Release != nil {
+			prep.Release(false)
+		}
+		if !errors.Is(err, backend.ErrStale) || ctx.Err() != nil || try == 2 {
+			return nil, backend.Prepared{}, err
+		}
+		needs.SharedNetwork = needs.SharedNetwork && try == 0
+	}
+}
+
+// needs is what the executor asks a Preparer backend to ready for a
+// sandbox of meta: any sandbox it starts with the network disabled may
+// take turns in a shared network namespace.
+func (e *Executor) needs(meta sandboxMeta) backend.Needs {
+	n := backend.Needs{KeepIdle: e.maxIdleHolders()}
+	if e.config().Docker.NetworkDisabled && (meta.Kind == KindTransient || meta.Kind == KindPersistent) {
+		n.SharedNetwork = true
+		n.Helper = e.helperSpec(KindNetwork)
+	}
+	return n
+}
+
+// maxIdleHolders bounds the idle namespaces a backend keeps (on Docker,
+// each is a shell waiting on its stdin, under 1 MiB); more are removed as
+// they come back.
+func (e *Executor) maxIdleHolders() int {
+	return max(e.config().Pool.MaxSize+e.config().Pool.MaxConcurrentCreations, 4)
+}
+
+// holderFloor is how many idle namespaces the executor keeps ready while
+// it has nothing else to start: enough for the creations the pools run at
+// once plus calls that start cold, so a burst does not start them on its
+// calls' path.
+func (e *Executor) holderFloor() int {
+	return min(2*e.config().Pool.MaxConcurrentCreations+2, e.maxIdleHolders())
+}
+
+// topUpNetworks has a Preparer backend ready one namespace in the
+// background when fewer than holderFloor are idle (none while one is
+// readied). The transient pool calls it when it has nothing to create.
+func (e *Executor) topUpNetworks() {
+	p, ok := e.be.(backend.Preparer)
+	if !ok || !e.config().Docker.NetworkDisabled || p.Idle() >= e.holderFloor() || !e.topping.CompareAndSwap(false, true) {
+		return
+	}
+	if !e.bgAdd() {
+		e.topping.Store(false)
+		return
+	}
+	go func() {
+		defer e.bg.Done()
+		defer e.topping.Store(false)
+		if p.Warm(context.Background(), e.needs(sandboxMeta{Kind: KindTransient}), e.holderFloor()) {
+			e.pool().signal() // the next one, if still below the floor
+		}
+	}()
+}
+
+// idleNetworks is the number of idle namespaces of a Preparer backend
+// (tests, bench).
+func (e *Executor) idleNetworks() int {
+	if p, ok := e.be.(backend.Preparer); ok {
+		return p.Idle()
+	}
+	return 0
+}
+
+// makeTree has a Tree backend copy the image's interpreter tree, which
+// holds the standard library stdlib (as a fresh sandbox reported it), for
+// later sandboxes to mount; in the background, until the executor closes.
+func (e *Executor) makeTree(stdlib string) {
+	t, ok := e.be.(backend.Tree)
+	if !ok || stdlib == "" || !e.bgAdd() {
+		return
+	}
+	go func() {
+		defer e.bg.Done()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-e.stop: // Close does not wait for another server's copy
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		t.MakeTree(ctx, e.helperSpec(KindTree), stdlib)
+	}()
 }
 
 // wrap makes a sandbox of an attach stream and starts reading its frames
@@ -320,10 +357,25 @@ func (e *Executor) wrap(box *backend.Sandbox, meta sandboxMeta, lim Limits, shar
 
 // createErr says what to do about a backend's Create error.
 func (e *Executor) createErr(err error) error {
-	if errors.Is(err, backend.ErrImageMissing) && !image.Managed(e.config().Docker.Image) {
+	if errors.Is(err, backend.ErrImageMissing) && !managedImage(e.config().Docker.Image) {
 		return fmt.Errorf("create sandbox: %w: %s is not built by python-docker-mcp: pull it or build it yourself (docker.image names it)", ErrImageMissing, e.config().Docker.Image)
 	}
 	return err
+}
+
+// managedRepository is the repository of the image python-docker-mcp
+// builds (image.ManagedRepository; the image package talks to Docker, the
+// executor does not).
+const managedRepository = "python-docker-mcp-sandbox"
+
+// managedImage reports whether ref names an image python-docker-mcp builds
+// (image.Managed).
+func managedImage(ref string) bool {
+	repo := ref
+	if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+		repo = repo[:i]
+	}
+	return repo == managedRepository
 }
 
 // destroy kills and removes a sandbox's container. It uses its own context:
@@ -338,8 +390,7 @@ func (e *Executor) destroy(sb *sandbox) {
 		if sb.box != nil {
 			sb.box.Close()
 		}
-		removed := e.removeContainer(sb.id)
-		e.returnNetwork(sb.netns, removed)
+		e.returnPrepared(sb, e.removeContainer(sb.id))
 		e.untrack(sb)
 		// A persistent sandbox's package volume goes with its session
 		// (Cleanup, expiry, Close, or a pooled sandbox never taken); a
@@ -348,6 +399,14 @@ func (e *Executor) destroy(sb *sandbox) {
 			e.removeVolume(sb.meta.Packages)
 		}
 	})
+}
+
+// returnPrepared gives back what the backend prepared for sb, once.
+func (e *Executor) returnPrepared(sb *sandbox, removed bool) {
+	if sb.release != nil {
+		sb.release(removed)
+		sb.release = nil
+	}
 }
 
 // removeContainer force-removes a container; a failure is remembered and

@@ -30,7 +30,7 @@ func TestServerProcess(t *testing.T) {
 	cfg := config.Default()
 	cfg.Pool.Enabled = os.Getenv("PDM_POOL") == "1"
 	cfg.Pool.Preload = nil
-	e, err := New(context.Background(), ConfigFrom(cfg))
+	e, err := newDocker(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,11 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/moby/moby/api/types/container"
-
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
-	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 )
 
@@ -34,6 +31,16 @@ const (
 const (
 	KindTransient  = "transient"
 	KindPersistent = "persistent"
+)
+
+// Kinds of what the Docker backend makes for itself (executor/docker has
+// the same names): the containers that hold shared network namespaces,
+// the interpreter tree volume and its filler, and the per-server standard
+// library volumes of older servers, which the reaper still removes.
+const (
+	KindNetwork = "network"
+	KindTree    = "tree"
+	KindStdlib  = "stdlib"
 )
 
 // runnerBootstrap reads the runner from stdin, where the executor writes
@@ -176,13 +183,6 @@ func (m sandboxMeta) labels() map[string]string {
 		l[LabelServer] = m.Server
 	}
 	return l
-}
-
-// containerSpec is the whole hardening of a sandbox on Docker: the Spec
-// sandboxSpec builds, in Docker's terms (docker.ContainerConfig). A pure
-// function, table-tested without a daemon.
-func containerSpec(d config.Docker, lim Limits, meta sandboxMeta) (*container.Config, *container.HostConfig) {
-	return docker.ContainerConfig(sandboxSpec(d, lim, meta))
 }
 
 // helperSpec is the spec of a container the executor runs for itself (a

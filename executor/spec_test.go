@@ -135,7 +135,7 @@ func TestContainerSpec(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, h := containerSpec(d, lim, meta)
+			c, h := docker.ContainerConfig(sandboxSpec(d, lim, meta))
 			want := base
 			want.Tmpfs = map[string]string{}
 			for k, v := range base.Tmpfs {

@@ -264,11 +264,10 @@ func TestTreeVolumeGone(t *testing.T) {
 	name := "python-docker-mcp-tree-gone-" + randomHex(4)
 	e, cli := newExec(t, nil)
 	t.Cleanup(func() { cli.VolumeRemove(context.Background(), name, client.VolumeRemoveOptions{Force: true}) })
-	lib := &treeVolume{name: name, path: "/usr"}
-	e.tree.vol.Store(lib)
+	dockerOf(t, e).UseTreeVolume(name, "/usr")
 	res := transient(t, e, Request{Code: "print(1)"})
 	wantStatus(t, res, "ok")
-	if e.tree.vol.Load() != nil {
+	if dockerOf(t, e).TreeVolume() != "" {
 		t.Errorf("the executor still mounts the empty volume")
 	}
 }

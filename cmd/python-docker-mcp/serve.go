@@ -46,7 +46,11 @@ func newLogger(cfg config.Log, level *slog.LevelVar, w io.Writer) *slog.Logger {
 // newExecutor starts the executor on the configured backend.
 func newExecutor(ctx context.Context, cfg config.Config, log *slog.Logger) (*executor.Executor, error) {
 	if cfg.Backend != "kubernetes" {
-		return executor.New(ctx, executor.ConfigFrom(cfg))
+		b, err := docker.Open(ctx, log)
+		if err != nil {
+			return nil, err
+		}
+		return executor.NewWithBackend(ctx, executor.ConfigFrom(cfg), b, log)
 	}
 	kubernetes.LogTo(log)
 	kcfg := kubernetes.FromConfig(cfg.Kubernetes)

@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -27,6 +29,13 @@ type API interface {
 	ContainerRemove(ctx context.Context, id string, options client.ContainerRemoveOptions) (client.ContainerRemoveResult, error)
 	ContainerInspect(ctx context.Context, id string, options client.ContainerInspectOptions) (client.ContainerInspectResult, error)
 	ContainerList(ctx context.Context, options client.ContainerListOptions) (client.ContainerListResult, error)
+	ContainerWait(ctx context.Context, id string, options client.ContainerWaitOptions) client.ContainerWaitResult
+	VolumeList(ctx context.Context, options client.VolumeListOptions) (client.VolumeListResult, error)
+	VolumeInspect(ctx context.Context, volumeID string, options client.VolumeInspectOptions) (client.VolumeInspectResult, error)
+	VolumeRemove(ctx context.Context, volumeID string, options client.VolumeRemoveOptions) (client.VolumeRemoveResult, error)
+	ImageInspect(ctx context.Context, imageID string, inspectOpts ...client.ImageInspectOption) (client.ImageInspectResult, error)
+	ContainerStatPath(ctx context.Context, containerID string, options client.ContainerStatPathOptions) (client.ContainerStatPathResult, error)
+	CopyToContainer(ctx context.Context, containerID string, options client.CopyToContainerOptions) (client.CopyToContainerResult, error)
 }
 
 // createTimeout bounds the create call, which is never cancelled half-way
@@ -34,16 +43,61 @@ type API interface {
 const createTimeout = 60 * time.Second
 
 // Backend runs sandboxes as containers of one Docker daemon. It is safe for
-// concurrent use.
+// concurrent use. Besides backend.Backend it has the optional capabilities
+// (backend.Preparer, Tree, Packages, Stepper, Host): network namespace
+// holders, the interpreter tree volume, package volumes and installers, a
+// sandbox's creation step by step, and the server's own container.
 type Backend struct {
-	api API
+	api    API
+	log    *slog.Logger
+	closer io.Closer // the client, closed by Close; nil when the caller owns it
+
+	netns netHolders // network namespaces that sandboxes lease (netns.go)
+	tree  treeState  // the interpreter tree volume (treevol.go)
+
+	selfOnce sync.Once
+	self     string // the server's own container (self.go)
 }
 
-var _ backend.Backend = (*Backend)(nil)
+var (
+	_ backend.Backend  = (*Backend)(nil)
+	_ backend.Preparer = (*Backend)(nil)
+	_ backend.Tree     = (*Backend)(nil)
+	_ backend.Packages = (*Backend)(nil)
+	_ backend.Stepper  = (*Backend)(nil)
+	_ backend.Host     = (*Backend)(nil)
+)
 
 // New returns a Backend on the daemon the client talks to. It does not
-// contact the daemon.
-func New(api API) *Backend { return &Backend{api: api} }
+// contact the daemon, and leaves the client open at Close.
+func New(api API) *Backend { return &Backend{api: api, log: slog.Default()} }
+
+// Open connects to the daemon that DOCKER_HOST and friends name (see
+// Connect) and returns a Backend on it that logs to log (nil:
+// slog.Default()). Close closes the client.
+func Open(ctx context.Context, log *slog.Logger) (*Backend, error) {
+	cli, err := Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b := New(cli)
+	b.closer = cli
+	if log != nil {
+		b.log = log
+	}
+	return b, nil
+}
+
+// Close removes the network namespace holders and closes the client when
+// Open made it. Call it once no sandbox of this backend runs; the
+// executor's Close does.
+func (b *Backend) Close() error {
+	b.closeNetworks()
+	if b.closer == nil {
+		return nil
+	}
+	return b.closer.Close()
+}
 
 // Connect returns a client of the daemon that DOCKER_HOST and friends name,
 // with the API version negotiated. A daemon that does not answer is an
@@ -85,6 +139,13 @@ func Err(op, image string, err error) error {
 func (b *Backend) Create(ctx context.Context, spec backend.Spec) (_ *backend.Sandbox, err error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
+	}
+	if spec.JoinNetwork != "" {
+		defer func() {
+			if err != nil && ctx.Err() == nil && !b.holderRunning(context.WithoutCancel(ctx), spec.JoinNetwork) {
+				err = fmt.Errorf("%w: the network namespace's holder %s no longer runs: %w", backend.ErrStale, shortID(spec.JoinNetwork), err)
+			}
+		}()
 	}
 	cfg, host := ContainerConfig(spec)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)

@@ -19,6 +19,7 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/executor"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend/backendtest"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
 
@@ -235,7 +236,11 @@ func TestClusterExecutorLatency(t *testing.T) {
 	}}}
 	if os.Getenv("PDM_K8S_NO_DOCKER") == "" {
 		cases = append(cases, backendCase{"docker", func(cfg config.Config) (*executor.Executor, error) {
-			return executor.New(context.Background(), executor.ConfigFrom(cfg))
+			db, err := docker.Open(context.Background(), log)
+			if err != nil {
+				return nil, err
+			}
+			return executor.NewWithBackend(context.Background(), executor.ConfigFrom(cfg), db, log)
 		}})
 	}
 	results := map[string][]time.Duration{}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/executor"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 )
 
 // The capacity scenarios: what one fresh sandbox costs this machine (cost),
@@ -249,7 +250,11 @@ func machineBusy() (time.Duration, bool) {
 func (b *bencher) costScenario(ctx context.Context, rep *benchReport) error {
 	cfg := b.cfg
 	cfg.Pool.Enabled = false
-	ex, err := executor.New(ctx, executor.ConfigFrom(cfg))
+	db, err := docker.Open(ctx, nil)
+	if err != nil {
+		return benchFail(exitDocker, "cost: %v", err)
+	}
+	ex, err := executor.NewWithBackend(ctx, executor.ConfigFrom(cfg), db, nil)
 	if err != nil {
 		return benchFail(exitDocker, "cost: %v", err)
 	}

@@ -1,4 +1,4 @@
-package executor
+package docker
 
 import (
 	"archive/tar"
@@ -16,7 +16,6 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
-	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 )
 
 // KindTree labels the volume that holds a copy of the image's
@@ -33,6 +32,10 @@ const (
 	LabelImage = "python-docker-mcp.image"
 	LabelTree  = "python-docker-mcp.tree"
 )
+
+// PackagesDir is where a sandbox sees its package volume (the executor's
+// PackagesDir): the tree volume is never mounted over it.
+const PackagesDir = "/opt/pdm-packages"
 
 // treeMarker is the file a filler writes into a tree volume once Docker
 // has copied the image's directory into it: a volume without it is a fill
@@ -58,17 +61,32 @@ type treeVolume struct {
 }
 
 // mountIn has spec mount the volume read-only over the image's
-// directory; nothing when v is nil.
-func (v *treeVolume) mountIn(spec *backend.Spec) {
-	if v != nil {
-		spec.Volumes = append(spec.Volumes, backend.Volume{Name: v.name, Path: v.path, ReadOnly: true})
+// directory; nothing (false) when v is nil.
+func (v *treeVolume) mountIn(spec *backend.Spec) bool {
+	if v == nil {
+		return false
 	}
+	spec.Volumes = append(spec.Volumes, backend.Volume{Name: v.name, Path: v.path, ReadOnly: true})
+	return true
 }
 
-// treeState is what the executor knows of its tree volume.
+// treeState is what the backend knows of its tree volume.
 type treeState struct {
 	vol   atomic.Pointer[treeVolume]
-	tried atomic.Bool // made (or tried to make) once per executor
+	tried atomic.Bool // made (or tried to make) once per backend
+}
+
+// DropTree stops mounting the tree volume: a sandbox that mounted it did
+// not start. The volume may have been removed behind the backend's back
+// (docker volume prune while no sandbox ran): Docker would then mount an
+// empty one.
+func (b *Backend) DropTree() bool {
+	v := b.tree.vol.Load()
+	if v == nil || !b.tree.vol.CompareAndSwap(v, nil) {
+		return false
+	}
+	b.log.Warn("a sandbox that mounts the interpreter tree volume did not start; sandboxes read the image's own files from now on", "volume", v.name)
+	return true
 }
 
 // treeVolumeName names the tree volume of an image ID and directory.
@@ -103,30 +121,29 @@ func treeOf(stdlib, workdir string) string {
 	return top
 }
 
-// makeTreeVolume has later Docker sandboxes mount the tree volume of the
-// directory that holds the image's standard library stdlib (as a fresh
-// sandbox reported it), filling it first when no server has. Only once per
-// executor, only on Docker; on any failure sandboxes keep reading the
-// image's own files.
-func (e *Executor) makeTreeVolume(ctx context.Context, stdlib string) {
-	if e.docker == nil || !e.tree.tried.CompareAndSwap(false, true) {
+// MakeTree has later sandboxes mount the tree volume of the directory
+// that holds the image's standard library stdlib (as a fresh sandbox
+// reported it), filling it first when no server has. Only once per
+// backend; on any failure sandboxes keep reading the image's own files.
+func (b *Backend) MakeTree(ctx context.Context, helper backend.Spec, stdlib string) {
+	if !b.tree.tried.CompareAndSwap(false, true) {
 		return
 	}
-	dir := treeOf(stdlib, e.config().Docker.WorkingDir)
+	dir := treeOf(stdlib, helper.WorkingDir)
 	if dir == "" {
-		e.log.Warn("the sandbox's standard library is not under a directory a volume can be mounted over; sandboxes read the image's own files", "path", stdlib)
+		b.log.Warn("the sandbox's standard library is not under a directory a volume can be mounted over; sandboxes read the image's own files", "path", stdlib)
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	start := time.Now()
-	v, filled, err := e.fillTree(ctx, dir)
+	v, filled, err := b.fillTree(ctx, helper, dir)
 	if err != nil {
-		e.log.Warn("copy the image's interpreter tree into a volume; sandboxes read the image's own files", "path", dir, "err", err)
+		b.log.Warn("copy the image's interpreter tree into a volume; sandboxes read the image's own files", "path", dir, "err", err)
 		return
 	}
-	e.tree.vol.Store(v)
-	e.log.Debug("sandboxes mount the interpreter tree from a volume", "volume", v.name, "path", dir, "filled", filled, "took", time.Since(start))
+	b.tree.vol.Store(v)
+	b.log.Debug("sandboxes mount the interpreter tree from a volume", "volume", v.name, "path", dir, "filled", filled, "took", time.Since(start))
 }
 
 // errTreeBusy is another server's fill in progress.
@@ -140,17 +157,18 @@ var errTreeBusy = errors.New("another server is filling the volume")
 // valid), the filler writes the marker, and the container is removed
 // unstarted. A volume without the marker is a fill that a crash cut
 // short: it is removed and filled again. While another server fills, this
-// one waits for it, until the executor closes. Its own fill is not cut
-// short by Close (Docker would go on copying into a container nobody
-// removes): Close waits for it.
-func (e *Executor) fillTree(ctx context.Context, dir string) (*treeVolume, bool, error) {
-	img, err := e.docker.ImageInspect(ctx, e.config().Docker.Image)
+// one waits for it, until ctx ends. Its own fill is not cut short by ctx
+// (Docker would go on copying into a container nobody removes).
+func (b *Backend) fillTree(ctx context.Context, helper backend.Spec, dir string) (*treeVolume, bool, error) {
+	img, err := b.api.ImageInspect(ctx, helper.Image)
 	if err != nil {
-		return nil, false, fmt.Errorf("inspect image %s: %w", e.config().Docker.Image, err)
+		return nil, false, fmt.Errorf("inspect image %s: %w", helper.Image, err)
 	}
 	name := treeVolumeName(img.ID, dir)
+	own, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
+	defer cancel()
 	for attempt := 0; ; attempt++ {
-		filled, err := e.fillTreeOnce(ctx, img.ID, name, dir)
+		filled, err := b.fillTreeOnce(own, helper, img.ID, name, dir)
 		switch {
 		case err == nil:
 			return &treeVolume{name: name, path: dir}, filled, nil
@@ -158,8 +176,6 @@ func (e *Executor) fillTree(ctx context.Context, dir string) (*treeVolume, bool,
 			select {
 			case <-ctx.Done():
 				return nil, false, fmt.Errorf("%w: %s still there: %w", errTreeBusy, name+"-fill", ctx.Err())
-			case <-e.stop: // Close does not wait for another server's fill
-				return nil, false, fmt.Errorf("%w: %s still there: %w", errTreeBusy, name+"-fill", ErrClosed)
 			case <-time.After(time.Second):
 			}
 		case attempt < 2 && ctx.Err() == nil && errors.Is(err, errTreeCut):
@@ -174,33 +190,38 @@ func (e *Executor) fillTree(ctx context.Context, dir string) (*treeVolume, bool,
 var errTreeCut = errors.New("a fill that did not finish")
 
 // fillTreeOnce is one try of fillTree.
-func (e *Executor) fillTreeOnce(ctx context.Context, imageID, name, dir string) (filled bool, err error) {
-	_, err = e.docker.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
+func (b *Backend) fillTreeOnce(ctx context.Context, spec backend.Spec, imageID, name, dir string) (filled bool, err error) {
+	_, err = b.api.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
 	existed := err == nil
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return false, fmt.Errorf("inspect volume %s: %w", name, err)
 	}
-	spec := e.helperSpec(KindTree)
+	spec.Labels = helperLabels(spec.Labels, KindTree)
 	spec.Image = imageID
 	spec.Command = []string{"true"}
-	cfg, host := docker.ContainerConfig(spec)
+	spec.Args = nil
+	spec.Volumes = nil
+	spec.JoinNetwork = ""
+	cfg, host := ContainerConfig(spec)
 	cfg.AttachStdin, cfg.AttachStdout, cfg.AttachStderr, cfg.OpenStdin, cfg.StdinOnce = false, false, false, false, false
 	host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeVolume, Source: name, Target: dir,
 		VolumeOptions: &mount.VolumeOptions{NoCopy: false, Labels: map[string]string{LabelKind: KindTree, LabelImage: imageID, LabelTree: dir}}})
-	created, err := e.docker.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name + "-fill", Config: cfg, HostConfig: host})
+	created, err := b.api.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name + "-fill", Config: cfg, HostConfig: host})
 	switch {
 	case cerrdefs.IsConflict(err):
 		return false, errTreeBusy
 	case err != nil:
 		if !existed {
-			e.removeVolume(name)
+			b.removeVolume(name)
 		}
 		return false, fmt.Errorf("create the filler of volume %s: %w", name, err)
 	}
-	filled, drop, err := e.markTree(ctx, created.ID, imageID, dir, existed)
-	e.removeContainer(created.ID) // retried at Close when it fails
+	filled, drop, err := b.markTree(ctx, created.ID, imageID, dir, existed)
+	if err := b.Remove(ctx, created.ID); err != nil {
+		b.log.Warn("remove the filler of a tree volume; the next start removes it", "container", shortID(created.ID), "err", err)
+	}
 	if drop {
-		e.removeVolume(name)
+		b.removeVolume(name)
 	}
 	if err != nil {
 		return false, fmt.Errorf("volume %s: %w", name, err)
@@ -212,9 +233,9 @@ func (e *Executor) fillTreeOnce(ctx context.Context, imageID, name, dir string) 
 // id mounts at dir, and writes it when this filler's create filled the
 // volume (it did not exist before). drop says the volume must go: a fill
 // that a crash cut short (errTreeCut), or one this call could not mark.
-func (e *Executor) markTree(ctx context.Context, id, imageID, dir string, existed bool) (filled, drop bool, err error) {
+func (b *Backend) markTree(ctx context.Context, id, imageID, dir string, existed bool) (filled, drop bool, err error) {
 	marker := path.Join(dir, treeMarker)
-	if _, err := e.docker.ContainerStatPath(ctx, id, client.ContainerStatPathOptions{Path: marker}); err == nil {
+	if _, err := b.api.ContainerStatPath(ctx, id, client.ContainerStatPathOptions{Path: marker}); err == nil {
 		return false, false, nil
 	} else if !cerrdefs.IsNotFound(err) {
 		return false, false, fmt.Errorf("look for %s: %w", marker, err)
@@ -227,7 +248,7 @@ func (e *Executor) markTree(ctx context.Context, id, imageID, dir string, existe
 	tw.WriteHeader(&tar.Header{Name: treeMarker, Mode: 0o444, Size: int64(len(imageID) + 1), ModTime: time.Now()})
 	tw.Write([]byte(imageID + "\n"))
 	tw.Close()
-	if _, err := e.docker.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: dir, Content: &buf}); err != nil {
+	if _, err := b.api.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: dir, Content: &buf}); err != nil {
 		return false, true, fmt.Errorf("mark it filled: %w", err)
 	}
 	return true, false, nil
@@ -235,13 +256,10 @@ func (e *Executor) markTree(ctx context.Context, id, imageID, dir string, existe
 
 // reapTreeVolumes removes the tree volumes whose image is gone; a volume
 // still mounted stays (Docker refuses), and goes at a later start.
-func (e *Executor) reapTreeVolumes(ctx context.Context) int {
-	if e.docker == nil {
-		return 0
-	}
-	list, err := e.docker.VolumeList(ctx, client.VolumeListOptions{Filters: make(client.Filters).Add("label", LabelKind+"="+KindTree)})
+func (b *Backend) reapTreeVolumes(ctx context.Context) int {
+	list, err := b.api.VolumeList(ctx, client.VolumeListOptions{Filters: make(client.Filters).Add("label", LabelKind+"="+KindTree)})
 	if err != nil {
-		e.log.Warn("list volumes", "err", err)
+		b.log.Warn("list volumes", "err", err)
 		return 0
 	}
 	n := 0
@@ -250,12 +268,28 @@ func (e *Executor) reapTreeVolumes(ctx context.Context) int {
 		if id == "" {
 			continue
 		}
-		if _, err := e.docker.ImageInspect(ctx, id); !cerrdefs.IsNotFound(err) {
+		if _, err := b.api.ImageInspect(ctx, id); !cerrdefs.IsNotFound(err) {
 			continue
 		}
-		if _, err := e.docker.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{}); err == nil {
+		if _, err := b.api.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{}); err == nil {
 			n++
 		}
 	}
 	return n
+}
+
+// TreeVolume is the tree volume sandboxes mount now ("" = none), for tests
+// and the bench.
+func (b *Backend) TreeVolume() string {
+	if v := b.tree.vol.Load(); v != nil {
+		return v.name
+	}
+	return ""
+}
+
+// UseTreeVolume has later sandboxes mount volume name over dir, as if
+// MakeTree had made it: for tests (of a volume that is gone, say).
+func (b *Backend) UseTreeVolume(name, dir string) {
+	b.tree.tried.Store(true)
+	b.tree.vol.Store(&treeVolume{name: name, path: dir})
 }

@@ -1,17 +1,24 @@
-package executor
+package docker
 
 import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"io"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
+
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 )
 
 func TestTreeOf(t *testing.T) {
@@ -53,13 +60,69 @@ func TestTreeVolumeName(t *testing.T) {
 	}
 }
 
+// labelPID labels what this test process creates, as the executor's
+// sandboxes are (python-docker-mcp.pid), so the project's cleanup finds it.
+const labelPID = "python-docker-mcp.pid"
+
+// testBackend is a Backend on the real daemon, closed when the test ends.
+func testBackend(t *testing.T) (*Backend, *client.Client) {
+	t.Helper()
+	cli := dockertest.RequireImage(t, image)
+	c, err := Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := New(c)
+	b.closer = c
+	t.Cleanup(func() { b.Close() })
+	return b, cli
+}
+
+// helper is the spec of a helper container as the executor gives it.
+func helper() backend.Spec {
+	return backend.Spec{
+		Image: image, Command: []string{"true"}, User: "1000:1000", WorkingDir: "/workspace",
+		Labels:          map[string]string{LabelKind: "transient", labelPID: strconv.Itoa(os.Getpid())},
+		MemoryBytes:     16 << 20,
+		CPUs:            0.1,
+		Pids:            4,
+		ReadOnlyRoot:    true,
+		NetworkDisabled: true,
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func tctx(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// leftovers are the containers of this test process.
+func leftovers(t *testing.T, cli *client.Client) []string {
+	list, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", labelPID+"="+strconv.Itoa(os.Getpid()))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range list.Items {
+		ids = append(ids, c.ID[:12])
+	}
+	return ids
+}
+
 // treeFixture is a tree volume of the image's /opt (a small directory, so
 // the test copies little and leaves the shared /usr volume alone), removed
 // when the test ends.
-func treeFixture(t *testing.T) (*Executor, *client.Client, string) {
+func treeFixture(t *testing.T) (*Backend, *client.Client, string) {
 	t.Helper()
-	e, cli := newExec(t, nil)
-	img, err := cli.ImageInspect(context.Background(), e.config().Docker.Image)
+	b, cli := testBackend(t)
+	img, err := cli.ImageInspect(context.Background(), image)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +132,7 @@ func treeFixture(t *testing.T) (*Executor, *client.Client, string) {
 		cli.ContainerRemove(context.Background(), name+"-fill", client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 		cli.VolumeRemove(context.Background(), name, client.VolumeRemoveOptions{Force: true})
 	})
-	return e, cli, name
+	return b, cli, name
 }
 
 // volumeHolder creates (never starts) a container that mounts volume
@@ -120,7 +183,7 @@ func TestTreeFillCut(t *testing.T) {
 	e, cli, name := treeFixture(t)
 	ctx := tctx(t, 2*time.Minute)
 	// A cut fill: the volume holds a file of its own and no marker.
-	id := volumeHolder(t, cli, e.config().Docker.Image, name)
+	id := volumeHolder(t, cli, image, name)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	tw.WriteHeader(&tar.Header{Name: "half", Mode: 0o644, Size: 1})
@@ -131,20 +194,20 @@ func TestTreeFillCut(t *testing.T) {
 	}
 	cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 
-	v, filled, err := e.fillTree(ctx, "/opt")
+	v, filled, err := e.fillTree(ctx, helper(), "/opt")
 	if err != nil {
 		t.Fatalf("fillTree: %v", err)
 	}
 	if v.name != name || v.path != "/opt" || !filled {
 		t.Errorf("fillTree = %+v, filled %v; want %s over /opt, filled", v, filled, name)
 	}
-	if got := volumeFiles(t, cli, e.config().Docker.Image, name); len(got) != 1 || got[0] != "./"+treeMarker {
+	if got := volumeFiles(t, cli, image, name); len(got) != 1 || got[0] != "./"+treeMarker {
 		t.Errorf("the refilled volume holds %q, want only the marker (the image's /opt is empty)", got)
 	}
-	if _, filled, err := e.fillTree(ctx, "/opt"); err != nil || filled {
+	if _, filled, err := e.fillTree(ctx, helper(), "/opt"); err != nil || filled {
 		t.Errorf("second fillTree: filled %v, %v; want the volume used as it is", filled, err)
 	}
-	if left := leftovers(); len(left) != 0 {
+	if left := leftovers(t, cli); len(left) != 0 {
 		t.Errorf("containers of this process left: %v", left)
 	}
 }
@@ -153,25 +216,26 @@ func TestTreeFillCut(t *testing.T) {
 // and gives up with a clear error when it never goes.
 func TestTreeFillBusy(t *testing.T) {
 	e, cli, name := treeFixture(t)
-	lock, err := cli.ContainerCreate(context.Background(), client.ContainerCreateOptions{Name: name + "-fill", Config: &container.Config{Image: e.config().Docker.Image, Cmd: []string{"true"}}})
+	lock, err := cli.ContainerCreate(context.Background(), client.ContainerCreateOptions{Name: name + "-fill", Config: &container.Config{Image: image, Cmd: []string{"true"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	short, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
 	defer cancel()
-	if _, _, err := e.fillTree(short, "/opt"); !errors.Is(err, errTreeBusy) {
-		t.Fatalf("fillTree while locked: %v, want errTreeBusy", err)
+	if _, _, err := e.fillTree(short, helper(), "/opt"); !errors.Is(err, errTreeBusy) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("fillTree while locked: %v, want errTreeBusy and the context's end", err)
 	}
-	// A server that closes does not wait for another's fill.
-	e2, _ := newExec(t, nil)
-	time.AfterFunc(500*time.Millisecond, func() { e2.Close(context.Background()) })
-	if _, _, err := e2.fillTree(tctx(t, time.Minute), "/opt"); !errors.Is(err, errTreeBusy) || !errors.Is(err, ErrClosed) {
-		t.Errorf("fillTree while locked, then closed: %v, want errTreeBusy and ErrClosed (not the context's end)", err)
+	// A server that closes (its context cancelled) does not wait for
+	// another's fill.
+	cctx, ccancel := context.WithCancel(context.Background())
+	time.AfterFunc(500*time.Millisecond, ccancel)
+	if _, _, err := e.fillTree(cctx, helper(), "/opt"); !errors.Is(err, errTreeBusy) || !errors.Is(err, context.Canceled) {
+		t.Errorf("fillTree while locked, then cancelled: %v, want errTreeBusy and context.Canceled", err)
 	}
 	time.AfterFunc(1500*time.Millisecond, func() {
 		cli.ContainerRemove(context.Background(), lock.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	})
-	if _, filled, err := e.fillTree(tctx(t, time.Minute), "/opt"); err != nil || !filled {
+	if _, filled, err := e.fillTree(tctx(t, time.Minute), helper(), "/opt"); err != nil || !filled {
 		t.Errorf("fillTree after the lock went: filled %v, %v; want filled", filled, err)
 	}
 }
@@ -181,7 +245,7 @@ func TestTreeFillBusy(t *testing.T) {
 func TestReapTreeVolumes(t *testing.T) {
 	e, cli, name := treeFixture(t)
 	ctx := tctx(t, time.Minute)
-	if _, _, err := e.fillTree(ctx, "/opt"); err != nil {
+	if _, _, err := e.fillTree(ctx, helper(), "/opt"); err != nil {
 		t.Fatal(err)
 	}
 	orphan := "python-docker-mcp-tree-test-" + randomHex(4)
@@ -205,9 +269,9 @@ func TestReapTreeVolumes(t *testing.T) {
 // others use it (waiting for the filler's lock when they meet it).
 func TestTreeFillConcurrent(t *testing.T) {
 	e, _, name := treeFixture(t)
-	others := []*Executor{e}
+	others := []*Backend{e}
 	for range 3 {
-		o, _ := newExec(t, nil)
+		o, _ := testBackend(t)
 		others = append(others, o)
 	}
 	type result struct {
@@ -218,7 +282,7 @@ func TestTreeFillConcurrent(t *testing.T) {
 	results := make(chan result, len(others))
 	for _, o := range others {
 		go func() {
-			v, filled, err := o.fillTree(tctx(t, time.Minute), "/opt")
+			v, filled, err := o.fillTree(tctx(t, time.Minute), helper(), "/opt")
 			results <- result{v, filled, err}
 		}()
 	}
