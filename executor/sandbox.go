@@ -129,7 +129,7 @@ func (e *Executor) startWith(ctx context.Context, meta sandboxMeta, lim Limits, 
 	}
 	box, prep, err := e.createSandbox(ctx, meta, spec, tree)
 	if err != nil {
-		return nil, false, e.createErr(err)
+		return nil, prep.Tree, e.createErr(err)
 	}
 	sb := e.wrap(box, meta, lim, shared, true)
 	sb.release = prep.Release
@@ -223,7 +223,7 @@ func (e *Executor) createSandbox(ctx context.Context, meta sandboxMeta, spec bac
 			prep.Release(false)
 		}
 		if !errors.Is(err, backend.ErrStale) || ctx.Err() != nil || try == 2 {
-			return nil, backend.Prepared{}, err
+			return nil, backend.Prepared{Tree: prep.Tree}, err
 		}
 		needs.SharedNetwork = needs.SharedNetwork && try == 0
 	}

@@ -38,6 +38,10 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 )
 
+// Stdlib is where a fake sandbox says its standard library is (the preload
+// reply's stdlib).
+const Stdlib = "/usr/lib/python3.13"
+
 // Backend is the fake runtime. The zero value is not usable: call New.
 // Safe for concurrent use.
 type Backend struct {
@@ -474,6 +478,9 @@ func (x *box) run() {
 		case protocol.OpPing:
 		case protocol.OpPreload, protocol.OpParse:
 			reply.Failed = []string{}
+			if r.Op == protocol.OpPreload {
+				reply.Stdlib = Stdlib
+			}
 		case protocol.OpWrite:
 			files[r.Path] = r.Data
 		case protocol.OpRead:
