@@ -9,6 +9,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend/fake"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 )
@@ -89,7 +90,12 @@ func TestSandboxesCarryTheOwnerIdentity(t *testing.T) {
 		t.Errorf("labels %v lack the owner identity", l)
 	}
 	ns, _ := os.Readlink("/proc/self/ns/pid")
-	if id := selfIdentity(context.Background(), docker.New(dockertest.Require(t))); id.pidns != ns {
-		t.Errorf("pid namespace %q, want %q", id.pidns, ns)
+	fd := fake.NewDocker()
+	fd.SelfID = "c0ffee"
+	if id := selfIdentity(context.Background(), fd); id.pidns != ns || id.container != "c0ffee" {
+		t.Errorf("identity %+v, want pid namespace %q and the backend's container c0ffee", id, ns)
+	}
+	if id := selfIdentity(context.Background(), fake.New()); id.pidns != ns || id.container != "" {
+		t.Errorf("identity on a backend without Host %+v, want pid namespace %q and no container", id, ns)
 	}
 }
