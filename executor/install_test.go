@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/moby/moby/api/types/mount"
-	"github.com/moby/moby/client"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
@@ -28,15 +26,11 @@ func wheelhouse(t *testing.T) string {
 	return dir
 }
 
-func packageVolumes(t *testing.T, cli *client.Client, label string) []string {
+func packageVolumes(t *testing.T, cli *dockertest.Daemon, label string) []string {
 	t.Helper()
-	list, err := cli.VolumeList(context.Background(), client.VolumeListOptions{Filters: make(client.Filters).Add("label", label)})
+	names, err := cli.Volumes(context.Background(), label)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var names []string
-	for _, v := range list.Items {
-		names = append(names, v.Name)
 	}
 	return names
 }
@@ -167,14 +161,19 @@ func TestInstallerSpec(t *testing.T) {
 	if diff := cmp.Diff([]string{"CHOWN", "SETUID", "SETGID"}, host.CapAdd); diff != "" || !slices.Equal(host.CapDrop, []string{"ALL"}) {
 		t.Errorf("caps drop %v add (-want +got):\n%s", host.CapDrop, diff)
 	}
-	want := []mount.Mount{
-		{Type: mount.TypeVolume, Source: "python-docker-mcp-pkgs-s1", Target: PackagesDir, ReadOnly: false},
-		{Type: mount.TypeBind, Source: "/srv/wheels", Target: "/wheelhouse/0", ReadOnly: true},
+	type m struct {
+		Type, Source, Target string
+		ReadOnly             bool
 	}
-	for i := range host.Mounts {
-		host.Mounts[i].VolumeOptions = nil
+	want := []m{
+		{"volume", "python-docker-mcp-pkgs-s1", PackagesDir, false},
+		{"bind", "/srv/wheels", "/wheelhouse/0", true},
 	}
-	if diff := cmp.Diff(want, host.Mounts); diff != "" {
+	var got []m
+	for _, x := range host.Mounts {
+		got = append(got, m{string(x.Type), x.Source, x.Target, x.ReadOnly})
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("mounts (-want +got):\n%s", diff)
 	}
 	if !strings.Contains(host.Tmpfs["/tmp"], "noexec") {

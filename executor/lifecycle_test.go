@@ -13,9 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/client"
-
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 )
@@ -23,31 +20,25 @@ import (
 // leftover creates, without starting it, a container of image running
 // cmd with labels (plus the test label), removed with its volumes when t
 // ends, and returns its id. Its network is none, should a test start it.
-func leftover(ctx context.Context, t *testing.T, cli *client.Client, image string, labels map[string]string, cmd ...string) string {
+func leftover(ctx context.Context, t *testing.T, cli *dockertest.Daemon, image string, labels map[string]string, cmd ...string) string {
 	t.Helper()
 	labels["python-docker-mcp.test"] = "1"
-	c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Config:     &container.Config{Image: image, Entrypoint: cmd, Labels: labels},
-		HostConfig: &container.HostConfig{NetworkMode: "none"},
-	})
+	id, err := cli.Create(ctx, image, labels, cmd...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		cli.ContainerRemove(context.Background(), c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-	})
-	return c.ID
+	t.Cleanup(func() { cli.Remove(context.Background(), id) })
+	return id
 }
 
 // containerExists reports whether the daemon knows the container id.
-func containerExists(ctx context.Context, cli *client.Client, id string) bool {
-	_, err := cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
-	return err == nil
+func containerExists(ctx context.Context, cli *dockertest.Daemon, id string) bool {
+	return cli.Exists(ctx, id)
 }
 
 func TestNewReapsLeftovers(t *testing.T) {
 	cfg := config.Default()
-	cli := dockertest.RequireImage(t, cfg.Docker.Image)
+	cli := dockertest.RequireDaemon(t, cfg.Docker.Image)
 	ctx := tctx(t, time.Minute)
 	host, _ := os.Hostname()
 	mk := func(labels map[string]string) string {
@@ -191,7 +182,7 @@ func TestCancellation(t *testing.T) {
 
 func TestClose(t *testing.T) {
 	cfg := config.Default()
-	cli := dockertest.RequireImage(t, cfg.Docker.Image)
+	cli := dockertest.RequireDaemon(t, cfg.Docker.Image)
 	cfg.Pool.Enabled = false
 	e, err := newDocker(tctx(t, time.Minute), cfg)
 	if err != nil {

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/moby/client"
-
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
@@ -19,82 +17,51 @@ import (
 // still there after every test ran (and removes it).
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if left := leftovers(); len(left) > 0 {
-		fmt.Fprintf(os.Stderr, "FAIL: %d sandbox container(s) left after the suite: %v\n", len(left), left)
-		cli, err := client.New(client.FromEnv)
-		if err == nil {
+	if d := dockertest.Reachable(); d != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if left := leftovers(ctx, d); len(left) > 0 {
+			fmt.Fprintf(os.Stderr, "FAIL: %d sandbox container(s) left after the suite: %v\n", len(left), left)
 			for _, id := range left {
-				cli.ContainerRemove(context.Background(), id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+				d.Remove(ctx, id)
 			}
+			code = 1
 		}
-		code = 1
-	}
-	if vols := leftoverVolumes(); len(vols) > 0 {
-		fmt.Fprintf(os.Stderr, "FAIL: %d package volume(s) left after the suite: %v\n", len(vols), vols)
-		if cli, err := client.New(client.FromEnv); err == nil {
+		if vols, _ := d.Volumes(ctx, ownLabel()); len(vols) > 0 {
+			fmt.Fprintf(os.Stderr, "FAIL: %d package volume(s) left after the suite: %v\n", len(vols), vols)
 			for _, v := range vols {
-				cli.VolumeRemove(context.Background(), v, client.VolumeRemoveOptions{Force: true})
+				d.RemoveVolume(ctx, v)
 			}
+			code = 1
 		}
-		code = 1
+		cancel()
+		d.Close()
 	}
 	os.Exit(code)
 }
 
 // ownLabel selects what this test process created.
-func ownLabel() client.Filters {
-	return make(client.Filters).Add("label", LabelPID+"="+strconv.Itoa(os.Getpid()))
-}
-
-// withDaemon calls fn with a client of a reachable daemon, or not at all.
-func withDaemon(fn func(ctx context.Context, cli *client.Client)) {
-	cli, err := client.New(client.FromEnv)
-	if err != nil {
-		return
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
-		return
-	}
-	fn(ctx, cli)
+func ownLabel() string {
+	return LabelPID + "=" + strconv.Itoa(os.Getpid())
 }
 
 // leftovers are the containers of this test process.
-func leftovers() (ids []string) {
-	withDaemon(func(ctx context.Context, cli *client.Client) {
-		list, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: ownLabel()})
-		if err != nil {
-			return
-		}
-		for _, c := range list.Items {
-			ids = append(ids, c.ID[:12])
-		}
-	})
+func leftovers(ctx context.Context, d *dockertest.Daemon) (ids []string) {
+	list, err := d.Containers(ctx, false, ownLabel())
+	if err != nil {
+		return nil
+	}
+	for _, c := range list {
+		ids = append(ids, c.ID[:12])
+	}
 	return ids
-}
-
-// leftoverVolumes are the package volumes of this test process.
-func leftoverVolumes() (names []string) {
-	withDaemon(func(ctx context.Context, cli *client.Client) {
-		list, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: ownLabel()})
-		if err != nil {
-			return
-		}
-		for _, v := range list.Items {
-			names = append(names, v.Name)
-		}
-	})
-	return names
 }
 
 // newExec starts an executor on the real daemon with the default config,
 // changed by edit, and closes it when the test ends.
-func newExec(t testing.TB, edit func(*config.Config)) (*Executor, *client.Client) {
+func newExec(t testing.TB, edit func(*config.Config)) (*Executor, *dockertest.Daemon) {
 	t.Helper()
 	cfg := config.Default()
-	cli := dockertest.RequireImage(t, cfg.Docker.Image)
+	cli := dockertest.RequireDaemon(t, cfg.Docker.Image)
 	cfg.Pool.Enabled = false // pool tests turn it on
 	if edit != nil {
 		edit(&cfg)

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/moby/client"
-
 	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 )
 
@@ -141,23 +139,23 @@ func TestNetworkLease(t *testing.T) {
 
 	// A holder killed from outside is replaced: the next run still runs,
 	// and the dead holder is not left behind.
-	list, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: ownLabel().Add("label", LabelKind+"="+KindNetwork)})
+	list, err := cli.Containers(context.Background(), false, ownLabel(), LabelKind+"="+KindNetwork)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, h := range list.Items {
-		if _, err := cli.ContainerKill(context.Background(), h.ID, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+	for _, h := range list {
+		if err := cli.Kill(context.Background(), h.ID, "KILL"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	d := transient(t, e, netReq(t, 45681, "bind"))
 	wantStatus(t, d, "ok")
-	running, err := cli.ContainerList(context.Background(), client.ContainerListOptions{Filters: ownLabel().Add("label", LabelKind+"="+KindNetwork)})
+	running, err := cli.Containers(context.Background(), true, ownLabel(), LabelKind+"="+KindNetwork)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := holders(); n != len(running.Items) {
-		t.Errorf("%d holders, %d of them running: dead holders left behind", n, len(running.Items))
+	if n := holders(); n != len(running) {
+		t.Errorf("%d holders, %d of them running: dead holders left behind", n, len(running))
 	}
 }
 

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/moby/client"
-
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend/fake"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
@@ -21,7 +19,7 @@ import (
 // those whose owner it cannot check.
 func TestReaperTellsReplicasApart(t *testing.T) {
 	cfg := config.Default()
-	cli := dockertest.RequireImage(t, cfg.Docker.Image)
+	cli := dockertest.RequireDaemon(t, cfg.Docker.Image)
 	ctx := tctx(t, 2*time.Minute)
 	host, _ := os.Hostname()
 	create := func(labels map[string]string, cmd ...string) string {
@@ -30,7 +28,7 @@ func TestReaperTellsReplicasApart(t *testing.T) {
 	exists := func(id string) bool { return containerExists(ctx, cli, id) }
 	// Two "server containers": one running, one stopped (its server crashed).
 	liveServer := create(map[string]string{}, "python3", "-c", "import time; time.sleep(300)")
-	if _, err := cli.ContainerStart(ctx, liveServer, client.ContainerStartOptions{}); err != nil {
+	if err := cli.Start(ctx, liveServer); err != nil {
 		t.Fatal(err)
 	}
 	deadServer := create(map[string]string{}, "python3", "-c", "pass")
@@ -65,7 +63,7 @@ func TestReaperTellsReplicasApart(t *testing.T) {
 
 	// Seen from a server that is itself pid 1 in a container (where the
 	// old host+pid rule took every replica's pid 1 for its own).
-	self := &Executor{pid: 1, host: host, be: docker.New(cli), self: identity{pidns: "pid:[9]", container: deadServer}}
+	self := &Executor{pid: 1, host: host, be: docker.New(cli.Client), self: identity{pidns: "pid:[9]", container: deadServer}}
 	check := self.newOwnerCheck(ctx)
 	for name, c := range map[string]struct {
 		labels map[string]string

@@ -9,13 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/moby/client"
-
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
 
-func poolExec(t *testing.T, size int, preload ...string) (*Executor, *client.Client) {
+func poolExec(t *testing.T, size int, preload ...string) (*Executor, *dockertest.Daemon) {
 	t.Helper()
 	e, cli := newExec(t, func(c *config.Config) {
 		c.Pool = config.Pool{Enabled: true, Size: size, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 2, Preload: preload}
@@ -84,7 +83,7 @@ func TestPoolReplacesKilledSandbox(t *testing.T) {
 	e.pool().mu.Lock()
 	victim := e.pool().idle[0].sb.id
 	e.pool().mu.Unlock()
-	if _, err := cli.ContainerKill(context.Background(), victim, client.ContainerKillOptions{Signal: "SIGKILL"}); err != nil {
+	if err := cli.Kill(context.Background(), victim, "SIGKILL"); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -389,7 +388,7 @@ print(sys.executable, opts[-1].split(",")[0] if opts else "not a mount", wrote, 
 	if want := "/usr/bin/python3 ro False True\n"; res.Stdout != want {
 		t.Errorf("a pooled sandbox's /usr (interpreter, mount option, written, marker): %q, want %q", res.Stdout, want)
 	}
-	before, err := cli.VolumeInspect(context.Background(), lib, client.VolumeInspectOptions{})
+	before, err := cli.VolumeCreated(context.Background(), lib)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,12 +397,12 @@ print(sys.executable, opts[-1].split(",")[0] if opts else "not a mount", wrote, 
 	}
 	e2, _ := poolExec(t, 1)
 	lib2 := waitTree(t, e2)
-	after, err := cli.VolumeInspect(context.Background(), lib2, client.VolumeInspectOptions{})
+	after, err := cli.VolumeCreated(context.Background(), lib2)
 	if err != nil {
 		t.Fatalf("volume %s gone after Close: %v", lib, err)
 	}
-	if lib2 != lib || after.Volume.CreatedAt != before.Volume.CreatedAt {
-		t.Errorf("the next executor mounts %s created %s, want the same volume %s created %s", lib2, after.Volume.CreatedAt, lib, before.Volume.CreatedAt)
+	if lib2 != lib || after != before {
+		t.Errorf("the next executor mounts %s created %s, want the same volume %s created %s", lib2, after, lib, before)
 	}
 }
 
@@ -431,7 +430,7 @@ func TestPoolRetiresFrozenSandbox(t *testing.T) {
 	var frozen []string
 	t.Cleanup(func() { // so that Close can remove them if the test fails
 		for _, id := range frozen {
-			cli.ContainerUnpause(context.Background(), id, client.ContainerUnpauseOptions{})
+			cli.Unpause(context.Background(), id)
 		}
 	})
 	freeze := func(all bool) {
@@ -445,7 +444,7 @@ func TestPoolRetiresFrozenSandbox(t *testing.T) {
 		}
 		e.pool().mu.Unlock()
 		for _, id := range ids {
-			if _, err := cli.ContainerPause(ctx, id, client.ContainerPauseOptions{}); err != nil {
+			if err := cli.Pause(ctx, id); err != nil {
 				t.Fatalf("pause %s: %v", id, err)
 			}
 			frozen = append(frozen, id)
@@ -471,7 +470,7 @@ func TestPoolRetiresFrozenSandbox(t *testing.T) {
 	freeze(true) // the call gets a refill made meanwhile, or a cold sandbox
 	run()
 	for _, id := range frozen {
-		if _, err := cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); err == nil {
+		if cli.Exists(ctx, id) {
 			t.Errorf("the frozen sandbox %.12s is still there", id)
 		}
 	}

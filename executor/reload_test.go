@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/moby/client"
-
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 )
 
@@ -166,21 +164,20 @@ func TestPoolFollowsReload(t *testing.T) {
 	reloaded(t, e, func(c *Config) { c.Docker.MemoryLimit = 256 << 20 })
 	ctx := tctx(t, 2*time.Minute)
 	memories := func() []int64 {
-		f := make(client.Filters).Add("label", LabelInstance+"="+e.instance)
-		l, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+		l, err := cli.Containers(ctx, false, LabelInstance+"="+e.instance)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var out []int64
-		for _, c := range l.Items {
+		for _, c := range l {
 			if c.Labels[LabelKind] != KindTransient && c.Labels[LabelKind] != KindPersistent {
 				continue // network namespace holders
 			}
-			in, err := cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
+			mem, err := cli.Memory(ctx, c.ID)
 			if err != nil {
 				continue // removed meanwhile
 			}
-			out = append(out, in.Container.HostConfig.Memory)
+			out = append(out, mem)
 		}
 		return out
 	}

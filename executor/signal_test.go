@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/moby/client"
-
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 )
@@ -83,29 +81,25 @@ func startServer(t *testing.T, pool bool) *exec.Cmd {
 
 // containersOf counts the containers of the server with pid, its
 // network-namespace holders too (sandboxesOf leaves them out).
-func containersOf(t *testing.T, cli *client.Client, pid int, running bool) int {
+func containersOf(t *testing.T, cli *dockertest.Daemon, pid int, running bool) int {
 	return countOf(t, cli, pid, running, true)
 }
 
-func sandboxesOf(t *testing.T, cli *client.Client, pid int) int {
+func sandboxesOf(t *testing.T, cli *dockertest.Daemon, pid int) int {
 	return countOf(t, cli, pid, false, false)
 }
 
-func countOf(t *testing.T, cli *client.Client, pid int, running, holders bool) int {
+func countOf(t *testing.T, cli *dockertest.Daemon, pid int, running, holders bool) int {
 	t.Helper()
-	f := make(client.Filters).Add("label", LabelPID+"="+strconv.Itoa(pid))
-	if running {
-		f = f.Add("status", "running")
-	}
-	list, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: f})
+	list, err := cli.Containers(context.Background(), running, LabelPID+"="+strconv.Itoa(pid))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return countContainers(list.Items, holders)
+	return countContainers(list, holders)
 }
 
 func TestShutdown(t *testing.T) {
-	cli := dockertest.RequireImage(t, config.Default().Docker.Image)
+	cli := dockertest.RequireDaemon(t, config.Default().Docker.Image)
 	for _, sig := range []os.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			cmd := startServer(t, true)

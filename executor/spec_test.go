@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/moby/moby/api/types/container"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 )
@@ -42,7 +42,9 @@ type hardening struct {
 	EnvHasHost     bool
 }
 
-func hardeningOf(c *container.Config, h *container.HostConfig) hardening {
+// hardeningOf reads the hardening of spec's container config.
+func hardeningOf(spec backend.Spec) hardening {
+	c, h := docker.ContainerConfig(spec)
 	var ul []string
 	for _, u := range h.Ulimits {
 		ul = append(ul, u.String())
@@ -142,7 +144,7 @@ func TestContainerSpec(t *testing.T) {
 				want.Tmpfs[k] = v
 			}
 			tt.want(&want)
-			if diff := cmp.Diff(want, hardeningOf(c, h)); diff != "" {
+			if diff := cmp.Diff(want, hardeningOf(sandboxSpec(d, lim, meta))); diff != "" {
 				t.Errorf("hardening (-want +got):\n%s", diff)
 			}
 			if got := c.Entrypoint; len(got) != 6 || got[0] != "python3" || got[5] != protocol.RunnerTag {

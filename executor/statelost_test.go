@@ -6,25 +6,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/moby/client"
-
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
 
 // killSession kills the session's container behind the executor's back.
-func killSession(t *testing.T, e *Executor, cli *client.Client, id string) {
+func killSession(t *testing.T, e *Executor, cli *dockertest.Daemon, id string) {
 	t.Helper()
 	e.mu.Lock()
 	sb := e.sessions[id].sb
 	e.mu.Unlock()
-	if _, err := cli.ContainerKill(context.Background(), sb.id, client.ContainerKillOptions{Signal: "SIGKILL"}); err != nil {
+	if err := cli.Kill(context.Background(), sb.id, "SIGKILL"); err != nil {
 		t.Fatal(err)
 	}
-	w := cli.ContainerWait(context.Background(), sb.id, client.ContainerWaitOptions{})
-	select {
-	case <-w.Result:
-	case err := <-w.Error:
+	if err := cli.Wait(context.Background(), sb.id); err != nil {
 		t.Logf("wait for the killed sandbox: %v", err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,9 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/client"
 
+	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
 
@@ -30,13 +28,13 @@ func imports(pairs ...any) []analyze.Import {
 
 // ourContainers counts this process's sandboxes, optionally only those
 // with label=value.
-func ourContainers(t testing.TB, cli *client.Client, label string) int {
+func ourContainers(t testing.TB, cli *dockertest.Daemon, label string) int {
 	t.Helper()
-	f := make(client.Filters).Add("label", LabelPID+"="+strconv.Itoa(os.Getpid()))
+	labels := []string{ownLabel()}
 	if label != "" {
-		f = f.Add("label", label)
+		labels = append(labels, label)
 	}
-	list, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: f})
+	list, err := cli.Containers(context.Background(), false, labels...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,13 +42,13 @@ func ourContainers(t testing.TB, cli *client.Client, label string) int {
 	// counted only when asked for by kind (Close removes them; TestMain
 	// checks that nothing of the process is left). Nor is the container
 	// that fills the interpreter tree volume, created and removed at once.
-	return countContainers(list.Items, label == LabelKind+"="+KindNetwork)
+	return countContainers(list, label == LabelKind+"="+KindNetwork)
 }
 
 // countContainers counts items; the holders of network namespaces and the
 // container that fills the interpreter tree volume only when holders is
 // set.
-func countContainers(items []container.Summary, holders bool) int {
+func countContainers(items []dockertest.Container, holders bool) int {
 	n := 0
 	for _, c := range items {
 		if k := c.Labels[LabelKind]; holders || (k != KindNetwork && k != KindTree) {
@@ -63,7 +61,7 @@ func countContainers(items []container.Summary, holders bool) int {
 // settled waits up to 10 s for this process's sandboxes (with label=value,
 // if given) to be removed, and returns how many are left. Transient
 // sandboxes are removed in the background right after their call.
-func settled(t testing.TB, cli *client.Client, label string) int {
+func settled(t testing.TB, cli *dockertest.Daemon, label string) int {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -263,7 +261,7 @@ func TestColdSandboxesLoadRunnerCode(t *testing.T) {
 func TestTreeVolumeGone(t *testing.T) {
 	name := "python-docker-mcp-tree-gone-" + randomHex(4)
 	e, cli := newExec(t, nil)
-	t.Cleanup(func() { cli.VolumeRemove(context.Background(), name, client.VolumeRemoveOptions{Force: true}) })
+	t.Cleanup(func() { cli.RemoveVolume(context.Background(), name) })
 	dockerOf(t, e).UseTreeVolume(name, "/usr")
 	res := transient(t, e, Request{Code: "print(1)"})
 	wantStatus(t, res, "ok")
