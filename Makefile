@@ -5,7 +5,7 @@ GO       ?= go
 REGO     := rules examples/policy
 BIN      := bin/python-docker-mcp
 
-.PHONY: all build serve image server-image test rego gotest bench fuzz test-kubernetes
+.PHONY: all build serve image server-image test rego gotest runner-test bench fuzz test-kubernetes
 
 all: build
 
@@ -37,7 +37,12 @@ gotest:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 45m ./...
 
-test: image rego gotest
+# The runner's unit tests: the host's python3 (3.11 or later), no Docker.
+# What needs a sandbox is tested end to end by gotest.
+runner-test:
+	python3 -B -m unittest discover -s executor/runner/tests -t executor/runner/tests
+
+test: runner-test image rego gotest
 
 bench:
 	$(GO) run ./cmd/python-docker-mcp bench
