@@ -160,7 +160,7 @@ class KernelFilterTest(unittest.TestCase):
             out.append("dumpable %%d %%s" %% (libc.prctl(4, 1, 0, 0, 0), errno.errorcode[ctypes.get_errno()]))
             print(" / ".join(out))
         """) % loader.HERE
-        p = subprocess.run([sys.executable, "-I", "-c", prog], capture_output=True, text=True, timeout=60)
+        p = subprocess.run([sys.executable, "-I", "-B", "-c", prog], capture_output=True, text=True, timeout=60)
         refused = ("Operation not permitted", "Function not implemented", "Permission denied")
         if p.returncode and "seccomp(SECCOMP_SET_MODE_FILTER)" in p.stderr and any(r in p.stderr for r in refused):
             # The host's own filter or kernel refuses filters; a program

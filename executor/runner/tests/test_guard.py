@@ -63,7 +63,7 @@ class AuditHookTest(unittest.TestCase):
                                      "g['_module_denied'] = lambda *a: None\nimport subprocess",
             "library call allowed": "import textwrap\ntextwrap.dedent('  x')",
         }
-        p = subprocess.run([sys.executable, "-I", "-c", CHILD], input=json.dumps(list(cls.snippets.values())),
+        p = subprocess.run([sys.executable, "-I", "-B", "-c", CHILD], input=json.dumps(list(cls.snippets.values())),
                            capture_output=True, text=True, timeout=120)
         if p.returncode != 0:
             raise AssertionError("the guarded child failed: %s" % p.stderr[-2000:])
