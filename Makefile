@@ -40,6 +40,8 @@ gotest:
 # The runner's unit tests: the host's python3 (3.11 or later), no Docker.
 # What needs a sandbox is tested end to end by gotest.
 runner-test:
+	@python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || \
+		{ echo "runner-test: needs python3 3.11 or later on the host (apt-get install python3)" >&2; exit 1; }
 	python3 -B -m unittest discover -s executor/runner/tests -t executor/runner/tests
 
 test: runner-test image rego gotest
