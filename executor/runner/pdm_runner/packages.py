@@ -1,6 +1,6 @@
-# packages.py: the package volume that install-package fills (appended to sys.path),
-# the image's trusted directories, and the finder that refuses native
-# extensions from the volume while native code is denied.
+# packages.py: the package volume that install-package fills (appended to
+# sys.path), the image's trusted directories, and the finder that refuses
+# native extensions from the volume while native code is denied.
 # A part of the sandbox runner; see ../README.md.
 
 # ---------------------------------------------------------------- packages

@@ -15,7 +15,8 @@
 # big-endian length, then UTF-8 JSON) on the stdin/stdout the container was
 # started with. Runner diagnostics go to the original stderr.
 #
-# Frames in:  {"op": "run"|"preload"|"parse"|"read"|"write"|"list"|"interrupt"|"exit", "id": n, "nonce": s, ...}
+# Frames in:  {"op": "run"|"preload"|"parse"|"read"|"write"|"list"|"ping"|"interrupt"|"exit", "id": n, "nonce": s, ...}
+#             (the request structs of executor/protocol, requests.go)
 # Frames out: {"op": "ready", ...} once, then one response per request,
 #             carrying the request's id and nonce.
 #
