@@ -1,6 +1,6 @@
 # The README's commands. `make test` is what CI runs (.ci/run): it installs
 # what it needs itself (debootstrap and the sandbox image via `image build`,
-# opa as a Go tool) and needs a running Docker daemon.
+# opa as a Go tool) and needs a running Docker daemon and the host's python3.
 GO       ?= go
 REGO     := rules examples/policy
 BIN      := bin/python-docker-mcp
