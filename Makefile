@@ -1,11 +1,11 @@
 # The README's commands. `make test` is what CI runs (.ci/run): it installs
 # what it needs itself (debootstrap and the sandbox image via `image build`,
-# opa as a Go tool) and needs a running Docker daemon.
+# opa as a Go tool) and needs a running Docker daemon and the host's python3.
 GO       ?= go
 REGO     := rules examples/policy
 BIN      := bin/python-docker-mcp
 
-.PHONY: all build serve image server-image test rego gotest bench fuzz test-kubernetes
+.PHONY: all build serve image server-image test rego gotest runner-test bench fuzz test-kubernetes
 
 all: build
 
@@ -37,7 +37,14 @@ gotest:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 45m ./...
 
-test: image rego gotest
+# The runner's unit tests: the host's python3 (3.11 or later), no Docker.
+# What needs a sandbox is tested end to end by gotest.
+runner-test:
+	@python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || \
+		{ echo "runner-test: needs python3 3.11 or later on the host (apt-get install python3)" >&2; exit 1; }
+	python3 -B -m unittest discover -s executor/runner/tests -t executor/runner/tests
+
+test: runner-test image rego gotest
 
 bench:
 	$(GO) run ./cmd/python-docker-mcp bench

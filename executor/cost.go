@@ -65,11 +65,11 @@ func (e *Executor) MeasureSandbox(ctx context.Context, modules []string, preload
 	// caller's warm-up sandbox takes it).
 	ask := e.runner.ask()
 	if preload || ask {
-		req := map[string]any{"op": "preload", "id": 1, "nonce": randomHex(16), "modules": orEmpty(modules), "runner_code": ask}
+		req := &protocol.Preload{Header: protocol.Header{ID: 1, Nonce: randomHex(16)}, Modules: orEmpty(modules), RunnerCode: ask}
 		if !preload {
-			req["modules"] = []string{}
+			req.Modules = []string{}
 		}
-		if err := writeFrame(box.Stdin, req); err != nil {
+		if err := protocol.WriteRequest(box.Stdin, req); err != nil {
 			return nil, fmt.Errorf("preload: %w", err)
 		}
 		var resp protocol.Reply

@@ -631,7 +631,7 @@ func (e *Executor) finish(sb *sandbox) {
 	if sb.dead.Load() {
 		return
 	}
-	_ = writeFrame(sb.box.Stdin, map[string]any{"op": "exit"})
+	_ = protocol.WriteRequest(sb.box.Stdin, &protocol.Exit{})
 	if !e.bgAdd() {
 		e.destroy(sb)
 		return
@@ -662,11 +662,7 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 		e.pool().signal()
 		e.spool().signal()
 	}()
-	imports := req.Imports
-	if imports == nil {
-		imports = []analyze.Import{}
-	}
-	g := &guard{Capabilities: req.Capabilities, Modules: e.modules(req.Modules)}
+	g := &guard{Capabilities: wireCapabilities(req.Capabilities), Modules: wireModules(e.modules(req.Modules))}
 	p := e.spool()
 	if transient {
 		p = e.pool()
@@ -674,30 +670,26 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 	if p != nil {
 		p.guard.Store(g) // the next pooled sandboxes' workers install it early
 	}
-	frame := map[string]any{
-		"op":           "run",
-		"code":         req.Code,
-		"transient":    transient,
-		"imports":      imports,
-		"modules":      g.Modules,
-		"capabilities": req.Capabilities,
-		"limits": map[string]any{
-			"timeout_ms":       lim.Timeout.Milliseconds(),
-			"max_output_bytes": c.retainCap(),
-			"max_state_bytes":  c.stateCap(),
-			"max_image_bytes":  c.imageCap(),
-			"max_images":       maxImages,
-			"grace_ms":         runnerGrace.Milliseconds(),
+	frame := &protocol.Run{
+		Code:         req.Code,
+		Transient:    transient,
+		Imports:      wireImports(req.Imports),
+		Modules:      g.Modules,
+		Capabilities: g.Capabilities,
+		Limits: protocol.RunLimits{
+			TimeoutMS:      lim.Timeout.Milliseconds(),
+			MaxOutputBytes: c.retainCap(),
+			MaxStateBytes:  c.stateCap(),
+			MaxImageBytes:  c.imageCap(),
+			MaxImages:      maxImages,
+			GraceMS:        runnerGrace.Milliseconds(),
 		},
 	}
-	if transient && len(req.State) > 0 {
-		frame["state"] = req.State
-	}
-	if transient && len(req.StateKeys) > 0 {
-		frame["state_keys"] = req.StateKeys
+	if transient {
+		frame.State, frame.StateKeys = req.State, req.StateKeys
 	}
 	if req.Language == "bash" {
-		frame["language"] = "bash"
+		frame.Language = "bash"
 	}
 	req.progress("running")
 	t0 := time.Now()

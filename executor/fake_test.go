@@ -426,8 +426,10 @@ func gatedPool(t *testing.T) (e *Executor, fb *fake.Backend, gate func() chan st
 	t.Helper()
 	fb = fake.New()
 	var next atomic.Pointer[chan struct{}]
+	stuck := new(atomic.Int32)
 	fb.CreateHook = func(backend.Spec) error {
 		if g := next.Swap(nil); g != nil {
+			stuck.Add(1)
 			<-*g
 		}
 		return nil
@@ -436,6 +438,8 @@ func gatedPool(t *testing.T) (e *Executor, fb *fake.Backend, gate func() chan st
 		c.Pool = config.Pool{Enabled: true, Size: 1, MaxSize: 1, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 1}
 	})
 	eventually(t, "the pool fills", func() bool { return e.pool().idleCount() == 1 })
+	gatesEntered.Store(e, stuck)
+	t.Cleanup(func() { gatesEntered.Delete(e) })
 	gate = func() chan struct{} {
 		g := make(chan struct{})
 		next.Store(&g)
@@ -444,8 +448,14 @@ func gatedPool(t *testing.T) (e *Executor, fb *fake.Backend, gate func() chan st
 	return e, fb, gate
 }
 
+// gatesEntered counts, per executor of gatedPool, the creations stuck at
+// its gate.
+var gatesEntered sync.Map // *Executor -> *atomic.Int32
+
 // emptyPool has one call take the pool's sandbox and waits until the
-// refill that replaces it is under way.
+// refill that replaces it is under way and, if a gate is set, stuck at it
+// (not merely counted in flight: a cold start that reached the gate first
+// would be the one held, and the refill would serve the call).
 func emptyPool(t *testing.T, ctx context.Context, e *Executor) {
 	t.Helper()
 	if res, err := e.Transient(ctx, Request{Code: "print 1"}); err != nil || res.Stdout != "1\n" {
@@ -456,6 +466,9 @@ func emptyPool(t *testing.T, ctx context.Context, e *Executor) {
 		defer e.pool().mu.Unlock()
 		return len(e.pool().inflight) == 1
 	})
+	if v, ok := gatesEntered.Load(e); ok {
+		eventually(t, "the refill is stuck at the gate", func() bool { return v.(*atomic.Int32).Load() == 1 })
+	}
 }
 
 // setTook sets the pool's learned creation times: a bare refill's and a

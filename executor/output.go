@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 )
 
 // retainCap is what the runner is asked to keep of each output stream
@@ -81,7 +83,7 @@ func (e *Executor) keepSmallFiles(ctx context.Context, sb *sandbox, res *Result)
 			return
 		}
 		want := min(budget, maxKeptFileBytes)
-		resp, fail, err := e.roundTrip(ctx, sb, map[string]any{"op": "read", "path": f, "max_bytes": want}, 5*time.Second, false, want*4/3+replySlack)
+		resp, fail, err := e.roundTrip(ctx, sb, &protocol.Read{Path: f, MaxBytes: want}, 5*time.Second, false, want*4/3+replySlack)
 		if err != nil || fail != nil {
 			return
 		}

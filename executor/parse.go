@@ -43,7 +43,7 @@ func (e *Executor) Parse(ctx context.Context, req Request) (*SyntaxError, error)
 		}
 	}
 	defer e.finish(sb)
-	resp, f, err := e.roundTrip(ctx, sb, map[string]any{"op": "parse", "code": req.Code}, lim.Timeout+interruptGrace, false, parseReplyLimit)
+	resp, f, err := e.roundTrip(ctx, sb, &protocol.Parse{Code: req.Code}, lim.Timeout+interruptGrace, false, parseReplyLimit)
 	if err != nil {
 		return nil, err
 	}

@@ -291,7 +291,7 @@ func (p *pool) pop(need []string, owner string) *sandbox {
 // pingDeadline; if not, it is removed (a frozen or hung sandbox would
 // otherwise spend the call's time limit and be blamed on the code).
 func (p *pool) ping(sb *sandbox) bool {
-	_, fail, err := p.e.roundTrip(context.Background(), sb, map[string]any{"op": protocol.OpPing}, pingDeadline, false, preloadReplyLimit)
+	_, fail, err := p.e.roundTrip(context.Background(), sb, &protocol.Ping{}, pingDeadline, false, preloadReplyLimit)
 	if err == nil && fail == nil {
 		return true
 	}
@@ -643,21 +643,14 @@ func (p *pool) room(class string) bool {
 
 // guard is what a worker enforces from its first run on: the capabilities
 // (its seccomp filter) and the module rules (its audit hook).
-type guard struct {
-	Capabilities *Capabilities `json:"capabilities"`
-	Modules      ModuleRules   `json:"modules"`
-}
+type guard = protocol.Guard
 
 // preloadFrame is the runner's preload op: import modules, then fork the
 // spare worker and, when the pool has seen a call, have it install that
 // call's guard ahead of the next one (a call whose guard differs gets a
 // fresh worker, as before).
-func (p *pool) preloadFrame(modules []string) map[string]any {
-	f := map[string]any{"op": "preload", "modules": orEmpty(modules)}
-	if g := p.guard.Load(); g != nil {
-		f["arm"] = g
-	}
-	return f
+func (p *pool) preloadFrame(modules []string) *protocol.Preload {
+	return &protocol.Preload{Modules: orEmpty(modules), Arm: p.guard.Load()}
 }
 
 // warm does the runner's warm-up run (a preload of nothing) in a sandbox
@@ -721,7 +714,7 @@ func (p *pool) create(modules []string) (*sandbox, error) {
 	frame := p.preloadFrame(modules)
 	ask := p.kind == KindTransient && p.e.runner.ask()
 	if ask {
-		frame["runner_code"] = true
+		frame.RunnerCode = true
 	}
 	resp, fail, err := p.e.roundTrip(ctx, sb, frame, startupTimeout, false, preloadReplyLimit)
 	if ask && err == nil && fail == nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 )
 
 // removeOnly is a backend that can only remove sandboxes: all a round
@@ -109,7 +110,7 @@ func TestRoundTripRefusesForgedReplies(t *testing.T) {
 				}
 				sb.frames <- tt.reply(uint64(req["id"].(float64)), req["nonce"].(string))
 			}()
-			resp, fail, err := e.roundTrip(context.Background(), sb, map[string]any{"op": "run"}, 300*time.Millisecond, false, 12345)
+			resp, fail, err := e.roundTrip(context.Background(), sb, &protocol.Run{}, 300*time.Millisecond, false, 12345)
 			if err != nil {
 				t.Fatal(err)
 			}

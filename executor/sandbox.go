@@ -166,7 +166,7 @@ func (e *Executor) startWith(ctx context.Context, meta sandboxMeta, lim Limits, 
 		// sandboxes are asked for the runner's compiled code, before
 		// anything else runs in them (a preload of nothing: one round
 		// trip of a few ms, at most maxRunnerCodeAsks times).
-		resp, f, err := e.roundTrip(ctx, sb, map[string]any{"op": "preload", "modules": []string{}, "runner_code": true}, startupTimeout, false, preloadReplyLimit)
+		resp, f, err := e.roundTrip(ctx, sb, &protocol.Preload{Modules: []string{}, RunnerCode: true}, startupTimeout, false, preloadReplyLimit)
 		switch {
 		case f != nil:
 			return fail("start sandbox", errors.New(f.reason))
@@ -461,12 +461,12 @@ const invalidReply = "the sandbox sent an invalid reply"
 // The answer must fit in limit bytes (checked before it is read), carry
 // the request's id and a fresh random nonce, and decode; anything else
 // kills the sandbox with status killed and invalidReply.
-func (e *Executor) roundTrip(ctx context.Context, sb *sandbox, req map[string]any, hard time.Duration, interrupt bool, limit int64) (*runnerResponse, *failure, error) {
+func (e *Executor) roundTrip(ctx context.Context, sb *sandbox, req protocol.Request, hard time.Duration, interrupt bool, limit int64) (*runnerResponse, *failure, error) {
 	sb.nextID++
 	id := sb.nextID
 	nonce := randomHex(16)
-	req["id"] = id
-	req["nonce"] = nonce
+	h := req.Head()
+	h.ID, h.Nonce = id, nonce
 	sb.limit.Store(limit)
 	defer sb.limit.Store(idleFrameLimit)
 	if sb.shared {
@@ -517,7 +517,7 @@ func (e *Executor) roundTrip(ctx context.Context, sb *sandbox, req map[string]an
 				e.destroy(sb)
 				return nil, nil, cancelErr
 			}
-			_ = writeFrame(sb.box.Stdin, map[string]any{"op": "interrupt", "id": id})
+			_ = protocol.WriteRequest(sb.box.Stdin, &protocol.Interrupt{Header: protocol.Header{ID: id}})
 			timer.Reset(interruptGrace)
 		case <-timer.C:
 			if cancelErr != nil {

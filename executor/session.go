@@ -2,13 +2,13 @@ package executor
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 )
 
 // session is one persistent sandbox. Calls are serialized by sem: a second
@@ -541,7 +541,7 @@ func (e *Executor) reaper() {
 
 // fileOp runs one file operation in owner's session, starting its sandbox
 // again if it was killed.
-func (e *Executor) fileOp(ctx context.Context, owner, sessionID string, frame map[string]any) (*runnerResponse, error) {
+func (e *Executor) fileOp(ctx context.Context, owner, sessionID string, frame protocol.Request) (*runnerResponse, error) {
 	s, err := e.acquire(ctx, owner, sessionID, nil)
 	if err != nil {
 		return nil, err
@@ -552,10 +552,10 @@ func (e *Executor) fileOp(ctx context.Context, owner, sessionID string, frame ma
 		return nil, err
 	}
 	limit := int64(idleFrameLimit)
-	switch frame["op"] {
-	case "read":
+	switch frame.Head().Op {
+	case protocol.OpRead:
 		limit = e.readReplyLimit()
-	case "list":
+	case protocol.OpList:
 		limit = listReplyLimit
 	}
 	resp, fail, err := e.roundTrip(ctx, sb, frame, fileOpTimeout, false, limit)
@@ -697,7 +697,7 @@ func (e *Executor) fileLimitOf(resp *runnerResponse, op, path, limit string, max
 // limits.max_output_bytes) are refused with a FileLimitError; ReadFileAt
 // reads them in parts.
 func (e *Executor) ReadFile(ctx context.Context, owner, sessionID, path string) ([]byte, error) {
-	resp, err := e.fileOp(ctx, owner, sessionID, map[string]any{"op": "read", "path": path, "max_bytes": e.readCap()})
+	resp, err := e.fileOp(ctx, owner, sessionID, &protocol.Read{Path: path, MaxBytes: e.readCap()})
 	if err != nil {
 		if fileLimitErr(resp) {
 			return nil, e.fileLimitOf(resp, "read", path, LimitReadChunk, e.readCap(), 0)
@@ -729,8 +729,8 @@ func (e *Executor) ReadFileAt(ctx context.Context, owner, sessionID, path string
 	if length <= 0 || length > e.readCap() {
 		length = e.readCap()
 	}
-	resp, err := e.fileOp(ctx, owner, sessionID, map[string]any{"op": "read", "path": path, "offset": offset, "length": length,
-		"max_bytes": e.readCap(), "max_file_bytes": e.fileCap()})
+	resp, err := e.fileOp(ctx, owner, sessionID, &protocol.Read{Path: path, Offset: offset, Length: &length,
+		MaxBytes: e.readCap(), MaxFileBytes: e.fileCap()})
 	if err != nil {
 		if fileLimitErr(resp) {
 			return FileChunk{}, e.fileLimitOf(resp, "read", path, LimitFile, e.fileCap(), 0)
@@ -766,8 +766,8 @@ func (e *Executor) write(ctx context.Context, owner, sessionID, path string, dat
 	if int64(len(data)) > e.fileCap() {
 		return 0, &FileLimitError{Op: "write", Path: path, Limit: LimitFile, Max: e.fileCap(), Size: int64(len(data)), FileSize: -1}
 	}
-	resp, err := e.fileOp(ctx, owner, sessionID, map[string]any{"op": "write", "path": path, "data": base64.StdEncoding.EncodeToString(data),
-		"append": appendTo, "max_file_bytes": e.fileCap()})
+	resp, err := e.fileOp(ctx, owner, sessionID, &protocol.Write{Path: path, Data: data,
+		Append: appendTo, MaxFileBytes: e.fileCap()})
 	if err != nil {
 		if fileLimitErr(resp) {
 			return 0, e.fileLimitOf(resp, "write", path, LimitFile, e.fileCap(), int64(len(data)))
@@ -797,7 +797,7 @@ func (e *Executor) ListFiles(ctx context.Context, owner, sessionID, path string)
 	if path == "" {
 		path = "."
 	}
-	resp, err := e.fileOp(ctx, owner, sessionID, map[string]any{"op": "list", "path": path})
+	resp, err := e.fileOp(ctx, owner, sessionID, &protocol.List{Path: path})
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", path, err)
 	}
@@ -882,7 +882,7 @@ func (e *Executor) WorkspaceFiles(ctx context.Context, owner, sessionID string) 
 	s.running = true
 	sb := s.sb
 	e.mu.Unlock()
-	resp, fail, err := e.roundTrip(ctx, sb, map[string]any{"op": "list", "path": "."}, fileOpTimeout, false, listReplyLimit)
+	resp, fail, err := e.roundTrip(ctx, sb, &protocol.List{Path: "."}, fileOpTimeout, false, listReplyLimit)
 	e.mu.Lock()
 	s.calls--
 	s.running = false

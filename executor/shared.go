@@ -393,7 +393,7 @@ func (e *Executor) ping(ctx context.Context, sb *sandbox) error {
 		sb.nextID++
 		nonce := randomHex(16)
 		sent[nonce] = true
-		return writeFrame(sb.box.Stdin, map[string]any{"op": protocol.OpPing, "id": sb.nextID, "nonce": nonce})
+		return protocol.WriteRequest(sb.box.Stdin, &protocol.Ping{Header: protocol.Header{ID: sb.nextID, Nonce: nonce}})
 	}
 	if err := send(); err != nil {
 		return fmt.Errorf("ping sandbox %s: %w", sb.id, err)

@@ -1,5 +1,5 @@
 // Package protocol is the runner protocol between the executor and the
-// runner in a sandbox (executor/runner/runner.py): length-prefixed JSON
+// runner in a sandbox (executor/runner/pdm_runner): length-prefixed JSON
 // frames (a 4-byte big-endian length, then UTF-8 JSON) over the sandbox's
 // stdin (requests) and stdout (replies).
 //
@@ -17,10 +17,11 @@ import (
 	"io"
 )
 
-// Ops of request frames. Every request carries "op", "id" (1, 2, … per
-// sandbox) and "nonce" (fresh random text per request).
+// Ops of request frames (the request structs are in requests.go). Every
+// request carries "op", "id" (1, 2, … per sandbox) and "nonce" (fresh
+// random text per request), except interrupt (no nonce) and exit.
 const (
-	OpRun       = "run"       // run code (see the executor's run frame)
+	OpRun       = "run"       // run code (Run)
 	OpPreload   = "preload"   // import "modules" ahead of a call
 	OpParse     = "parse"     // compile "code" to an AST only: syntax check
 	OpRead      = "read"      // read "path" of the working directory (whole, at most "max_bytes"; or "length" bytes from "offset")

@@ -1,0 +1,106 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.json from the structs")
+
+func ptr[T any](v T) *T { return &v }
+
+// goldenGuard is the guard of the golden run; the golden preload arms a
+// spare worker with it (the runner's tests check both give one key).
+var goldenGuard = Guard{
+	Capabilities: &Capabilities{Sockets: []string{"unix"}, NativeCode: true},
+	Modules: ModuleRules{
+		Allowed: []string{},
+		Blocked: []string{"subprocess", "socket"},
+		Calls:   []CallGuard{{Name: "eval", Entry: "eval", Event: "builtins.eval", Direct: true}},
+	},
+}
+
+// goldenFrames are the requests the executor builds, one of each kind, as
+// testdata/<name>.json holds them; the runner's tests
+// (executor/runner/tests) read the same files.
+var goldenFrames = map[string]Request{
+	"run": &Run{
+		Header:    Header{ID: 3, Nonce: "6e6f6e6365"},
+		Code:      "import os\nfrom json import dumps as d, loads\nx = 1\nd({'s': x + y})",
+		Transient: true,
+		Imports: []Import{
+			{Module: "os", Line: 1},
+			{Module: "json", From: true, Names: []Alias{{Name: "dumps", AsName: "d"}, {Name: "loads"}}, Line: 2},
+		},
+		Modules:      goldenGuard.Modules,
+		Capabilities: goldenGuard.Capabilities,
+		Limits: RunLimits{TimeoutMS: 30000, MaxOutputBytes: 1 << 20, MaxStateBytes: 1 << 20, MaxImageBytes: 4 << 20,
+			MaxImages: 16, GraceMS: 1000},
+		State:     json.RawMessage(`{"y":2}`),
+		StateKeys: []string{"x"},
+	},
+	"run_bash": &Run{
+		Header:   Header{ID: 1, Nonce: "62617368"},
+		Code:     "echo hi",
+		Language: "bash",
+		Imports:  []Import{},
+		Modules:  ModuleRules{Allowed: []string{}, Blocked: []string{}},
+		Limits:   RunLimits{TimeoutMS: 5000, MaxOutputBytes: 1 << 20, MaxStateBytes: 1 << 20, MaxImageBytes: 4 << 20, MaxImages: 16, GraceMS: 1000},
+	},
+	"preload":   &Preload{Header: Header{ID: 1, Nonce: "70"}, Modules: []string{"json"}, Arm: &goldenGuard, RunnerCode: true},
+	"parse":     &Parse{Header: Header{ID: 2, Nonce: "71"}, Code: "def f(:\n    pass\n"},
+	"read":      &Read{Header: Header{ID: 5, Nonce: "72"}, Path: "out/a.txt", MaxBytes: 1 << 20},
+	"read_part": &Read{Header: Header{ID: 6, Nonce: "73"}, Path: "out/a.txt", Offset: 2, Length: ptr[int64](3), MaxBytes: 1 << 20, MaxFileBytes: 64 << 20},
+	"write":     &Write{Header: Header{ID: 4, Nonce: "74"}, Path: "out/a.txt", Data: []byte("hello"), Append: false, MaxFileBytes: 64 << 20},
+	"list":      &List{Header: Header{ID: 7, Nonce: "75"}, Path: "."},
+	"interrupt": &Interrupt{Header: Header{ID: 3}},
+	"exit":      &Exit{},
+	"ping":      &Ping{Header: Header{ID: 8, Nonce: "76"}},
+}
+
+// TestGoldenFrames: each request marshals to its golden file, byte for
+// byte once indented, and carries the op its type stands for.
+func TestGoldenFrames(t *testing.T) {
+	ops := map[string]string{"run": OpRun, "run_bash": OpRun, "preload": OpPreload, "parse": OpParse, "read": OpRead,
+		"read_part": OpRead, "write": OpWrite, "list": OpList, "interrupt": OpInterrupt, "exit": OpExit, "ping": OpPing}
+	for name, req := range goldenFrames {
+		if got := req.Head().Op; got != ops[name] {
+			t.Errorf("%s: op %q, want %q", name, got, ops[name])
+		}
+		var frame bytes.Buffer
+		if err := WriteRequest(&frame, req); err != nil {
+			t.Fatal(err)
+		}
+		data, err := ReadFrame(&frame, func() int64 { return MaxRequestFrame })
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		if err := json.Indent(&got, data, "", "  "); err != nil {
+			t.Fatal(err)
+		}
+		got.WriteByte('\n')
+		path := filepath.Join("testdata", name+".json")
+		if *update {
+			if err := os.WriteFile(path, got.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run go test ./executor/protocol -update to write it)", err)
+		}
+		if !bytes.Equal(got.Bytes(), want) {
+			t.Errorf("%s marshals to\n%s\nwant (%s)\n%s", name, got.Bytes(), path, want)
+		}
+	}
+	files, _ := filepath.Glob("testdata/*.json")
+	if !*update && len(files) != len(goldenFrames) {
+		t.Errorf("testdata holds %d frames, the test builds %d: a golden file without its struct", len(files), len(goldenFrames))
+	}
+}

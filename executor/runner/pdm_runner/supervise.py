@@ -1,0 +1,269 @@
+# supervise.py: the runner's watch over the sandbox's processes: freezing a
+# session between calls and checking it after, killing strays, reaping,
+# the working directory's snapshot and the cgroup's OOM count.
+# A part of the sandbox runner; see ../README.md.
+
+# ---------------------------------------------------------------- runner side
+
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+# The signals a worker handles itself (see _worker_main): any other handler
+# was installed by user code.
+_WORKER_SIGS = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGUSR1 - 1)) | (1 << (signal.SIGUSR2 - 1))
+
+
+def _pstat(pid):
+    """(state, start time, utime+stime in ticks) of a process from
+    /proc/PID/stat, or None when it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return fields[0].decode(), int(fields[19]), int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _pstatus(pid):
+    out = {}
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                out[k] = v.strip()
+    except OSError:
+        pass
+    return out
+
+
+def _sig_names(mask):
+    names = []
+    for n in range(1, 65):
+        if mask & (1 << (n - 1)):
+            try:
+                names.append(signal.Signals(n).name)
+            except ValueError:
+                names.append("signal %d" % n)
+    return ", ".join(names)
+
+
+def _others():
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != _PID and not _zombie(p)]
+
+
+def _left_running(w):
+    """What the session's worker has running besides its main thread
+    waiting for the next request, seen from outside it: extra threads,
+    signal handlers user code installed, pending signals."""
+    left = []
+    try:
+        n = len(os.listdir("/proc/%d/task" % w.pid))
+    except OSError:
+        n = 1
+    if n > 1:
+        left.append("%d thread%s besides the main one" % (n - 1, "s" if n > 2 else ""))
+    st = _pstatus(w.pid)
+    try:
+        extra = int(st.get("SigCgt", "0"), 16) & ~_WORKER_SIGS
+        pending = int(st.get("SigPnd", "0"), 16) | int(st.get("ShdPnd", "0"), 16)
+    except ValueError:
+        extra = pending = 0
+    if extra:
+        left.append("a handler for %s (a timer or signal can run code in it)" % _sig_names(extra))
+    if pending & ~(1 << (signal.SIGSTOP - 1)) & ~(1 << (signal.SIGCONT - 1)):
+        left.append("pending %s" % _sig_names(pending))
+    return left
+
+
+def _freeze(w):
+    """Stops every process of the sandbox but the runner after a session's
+    call (SIGSTOP: the worker can neither catch, block nor undo it; only the
+    runner sends SIGCONT) and checks each is stopped. Records each one's
+    start time and CPU time for _thaw. False when one would not stop."""
+    w.left = _left_running(w)
+    pids = _others()
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGSTOP)
+        except OSError:
+            pass
+    frozen = {}
+    deadline = time.monotonic() + 2
+    for p in pids:
+        while True:
+            st = _pstat(p)
+            if st is None:
+                break
+            tasks = []
+            try:
+                tasks = os.listdir("/proc/%d/task" % p)
+            except OSError:
+                pass
+            if st[0] == "T" and all((_pstat_task(p, t) or "T") == "T" for t in tasks):
+                frozen[p] = (st[1], st[2])
+                break
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.001)
+    w.frozen = frozen
+    return w.pid in frozen
+
+
+def _pstat_task(pid, tid):
+    try:
+        with open("/proc/%d/task/%s/stat" % (pid, tid), "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0].decode()
+    except (OSError, IndexError):
+        return None
+
+
+def _thaw(w):
+    """Checks that the processes are the ones _freeze stopped (same pid,
+    same start time, still stopped, nothing new) and resumes them. Returns
+    (ok, CPU milliseconds they used while frozen, what is wrong)."""
+    frozen, w.frozen = w.frozen, None
+    idle = 0
+    for p, (start, cpu) in frozen.items():
+        st = _pstat(p)
+        if st is None or st[1] != start:
+            return False, 0, "process %d is not the one frozen after the last call" % p
+        if st[0] != "T":
+            return False, 0, "process %d was not stopped (state %s)" % (p, st[0])
+        idle += st[2] - cpu
+    new = [p for p in _others() if p not in frozen]
+    if new:
+        return False, 0, "process%s %s appeared while the session was frozen" % ("es" if len(new) > 1 else "", ", ".join(map(str, new[:10])))
+    # A signal that came while frozen (a timer's) is delivered on SIGCONT,
+    # before the worker reads this call's request.
+    st = _pstatus(w.pid)
+    try:
+        pending = (int(st.get("SigPnd", "0"), 16) | int(st.get("ShdPnd", "0"), 16)) & ~(1 << (signal.SIGCONT - 1))
+    except ValueError:
+        pending = 0
+    if pending:
+        w.left.append("%s, which came while it was frozen" % _sig_names(pending))
+    for p in frozen:
+        try:
+            os.kill(p, signal.SIGCONT)
+        except OSError:
+            pass
+    return True, idle * 1000.0 / _CLK_TCK, ""
+
+
+def _new_worker():
+    """A new worker. While the sandbox's pids are used up (what a killed
+    call started is still dying: a fork bomb) it kills the strays and tries
+    again, for up to 3 s."""
+    deadline = time.monotonic() + 3
+    while True:
+        try:
+            return _Worker()
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise
+            _kill_strays(None)
+            time.sleep(0.01)
+
+
+def _kill_strays(keep):
+    """Kills every process of the sandbox except the runner and keep (the
+    session's worker): what a call started does not outlive it. A fork bomb
+    forks while it is being killed, so this goes on until none is left, for
+    up to 2 s: with nothing to keep, the runner (process 1 of the sandbox)
+    signals them all at once with kill(-1); otherwise each is stopped first
+    (a stopped process cannot fork), then killed."""
+    deadline = time.monotonic() + 2
+    while True:
+        others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (_PID, keep) and not _zombie(p)]
+        if not others or time.monotonic() > deadline:
+            break
+        if keep is None and _PID == 1:
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except OSError:
+                pass
+        else:
+            for sig in (signal.SIGSTOP, signal.SIGKILL):
+                for p in others:
+                    try:
+                        os.kill(p, sig)
+                    except OSError:
+                        pass
+        _reap(None)
+        time.sleep(0.002)
+
+
+def _zombie(pid):
+    try:
+        with open("/proc/%s/stat" % pid, "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True
+
+
+def _reap(worker):
+    try:
+        while True:
+            pid, st = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            if worker is not None and pid == worker.pid:
+                worker.dead = True
+                worker.status = st
+    except ChildProcessError:
+        pass
+
+
+def _snapshot(limit=10000):
+    seen = {}
+    stack = [_WORKDIR]
+    while stack and len(seen) < limit:
+        d = stack.pop()
+        try:
+            with os.scandir(d) as it:
+                for ent in it:
+                    try:
+                        st = ent.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if ent.is_dir(follow_symlinks=False):
+                        stack.append(ent.path)
+                    else:
+                        seen[os.path.relpath(ent.path, _WORKDIR)] = (st.st_mtime_ns, st.st_size)
+                    if len(seen) >= limit:
+                        break
+        except OSError:
+            continue
+    return seen
+
+
+_OOM_FD = []  # the cgroup file that counts OOM kills, once opened
+
+
+def _cgroup_oom_kills():
+    # The file is opened once and read again from its start: every open
+    # walks from the root directory, which on some storage drivers (FUSE)
+    # costs a round trip to the driver's process. Workers close it.
+    if not _OOM_FD:
+        for path in ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"):
+            try:
+                _OOM_FD.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+                break
+            except OSError:
+                continue
+        else:
+            _OOM_FD.append(-1)
+    fd = _OOM_FD[0]
+    if fd < 0:
+        return None
+    try:
+        data = os.pread(fd, 4096, 0)
+    except OSError:
+        return None
+    for line in data.decode("ascii", "replace").splitlines():
+        k, _, v = line.partition(" ")
+        if k == "oom_kill":
+            try:
+                return int(v)
+            except ValueError:
+                return None
+    return None
