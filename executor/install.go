@@ -312,8 +312,10 @@ func (e *Executor) Installed(owner, sessionID string) (int, error) {
 	return len(s.packages), nil
 }
 
-// Install installs one package with a short-lived installer container into
-// a package volume: a persistent session's own (the session's sandbox has
+// Install installs one package and the dependencies it lacks (resolved,
+// approved by req.Approve, then installed as an exact set: resolve.go) with
+// short-lived installer containers into a package volume: a persistent
+// session's own (the session's sandbox has
 // it mounted read-only from the start, so the package is importable in the
 // session's next call without a restart), or, without a session id, the
 // owner's transient volume. Transient calls of an owner who installed a
