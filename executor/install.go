@@ -393,12 +393,14 @@ type installerJob struct {
 	pip, uv    []string // the command lines; uv nil means pip whatever package.installer says
 	// capture, when set, takes the output lines that are data, not output.
 	capture func(line string) bool
+	// cfg is the configuration of the whole install (both runs).
+	cfg *Config
 }
 
 // runInstaller runs the installer container to its end, the timeout or
 // ctx's end; the container is removed whatever happens.
 func (e *Executor) runInstaller(ctx context.Context, meta sandboxMeta, req InstallRequest, job installerJob) (*InstallResult, error) {
-	c := e.config() // one configuration for the whole install
+	c := job.cfg // one configuration for the whole install
 	lim, err := resolveLimits(c.Docker, Limits{})
 	if err != nil {
 		return nil, err

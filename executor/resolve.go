@@ -179,7 +179,7 @@ func (e *Executor) installResolved(ctx context.Context, meta sandboxMeta, req In
 	resolved, err := e.runInstaller(ctx, meta, req, installerJob{
 		verb: "resolving", what: requirement,
 		pip:     resolverArgs(c.Package, len(c.Package.FindLinks), requirement, req.Name),
-		capture: lines.take,
+		capture: lines.take, cfg: c,
 	})
 	if err != nil {
 		return nil, err
@@ -221,7 +221,7 @@ func (e *Executor) installResolved(ctx context.Context, meta sandboxMeta, req In
 		}
 	}
 	pip, uv := installerArgs(c.Package, len(c.Package.FindLinks), pins...)
-	res, err := e.runInstaller(ctx, meta, req, installerJob{verb: "installing", what: strings.Join(pins, " "), pip: pip, uv: uv})
+	res, err := e.runInstaller(ctx, meta, req, installerJob{verb: "installing", what: strings.Join(pins, " "), pip: pip, uv: uv, cfg: c})
 	if err != nil {
 		return nil, err
 	}
