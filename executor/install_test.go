@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -221,17 +222,21 @@ func TestInstalledVersion(t *testing.T) {
 	}
 }
 
-// BenchmarkInstall measures one install of a small wheel from a wheelhouse
-// (installer container start, pip, removal):
+// BenchmarkInstall measures one install of a small wheel, not installed
+// yet, from a wheelhouse (resolving, then installing: each an installer
+// container start, pip, removal):
 // go test ./executor/ -run '^$' -bench Install -benchtime 10x
 func BenchmarkInstall(b *testing.B) {
 	dir := b.TempDir()
 	os.Chmod(dir, 0o755)
-	dockertest.WriteWheel(b, dir, "pdmdemo", "1.0", "42")
 	e, _ := newExec(b, func(c *config.Config) { c.Package.FindLinks = []string{dir} })
+	n := 0
 	for b.Loop() {
-		ir, err := e.Install(context.Background(), InstallRequest{Owner: "bench", Name: "pdmdemo", Specifier: "==1.0"})
-		if err != nil || ir.Status != "ok" {
+		n++
+		name := fmt.Sprintf("pdmdemo%d", n)
+		dockertest.WriteWheel(b, dir, name, "1.0", "42")
+		ir, err := e.Install(context.Background(), InstallRequest{Owner: "bench", Name: name, Specifier: "==1.0"})
+		if err != nil || ir.Status != "ok" || len(ir.Packages) != 1 {
 			b.Fatalf("Install = %+v, %v", ir, err)
 		}
 	}
