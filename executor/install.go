@@ -59,10 +59,15 @@ type InstallRequest struct {
 	// Specifier is a PEP 440 version specifier such as "==0.9.0"; "" for
 	// any version.
 	Specifier string
-	// Progress, when set, receives the installer's output lines and a
-	// heartbeat every few seconds. It may be called from another goroutine
-	// than Install's and must not block.
+	// Progress, when set, receives the installer's output lines, each
+	// resolved package and a heartbeat every few seconds. It may be called
+	// from another goroutine than Install's and must not block.
 	Progress func(message string)
+	// Approve, when set, judges every package the install would add (the
+	// requested one and its dependencies, as resolved) before anything is
+	// installed; an error stops the install and Install returns it as is.
+	// Nil approves every resolved package.
+	Approve func(ctx context.Context, plan []Resolved) error
 }
 
 func (r InstallRequest) progress(msg string) {
@@ -92,6 +97,10 @@ type InstallResult struct {
 	Output          string  `json:"output"`
 	OutputTruncated bool    `json:"output_truncated,omitempty"`
 	DurationMS      float64 `json:"duration_ms"`
+	// Packages are the packages installed (ok) or that would have been
+	// (resolved, then not installed): the requested one and its
+	// dependencies. Empty when the request was already satisfied.
+	Packages []Resolved `json:"packages"`
 }
 
 // ownerPackages is the transient package volume of one owner.
@@ -177,16 +186,25 @@ print("installer: " + ("uv" if argv is cmds.get("uv") else "pip"), flush=True)
 os.execvp(argv[0], argv)
 `
 
-// installerArgs are the pip and uv command lines for one requirement. Both
-// install into PackagesDir without dependencies (--no-deps: each
-// dependency is its own install-package call, so the policy judges every
-// package that lands in the sandbox) and, unless package.allow_sdist, from
-// wheels only (no setup.py runs). With no package.index_url there is no
-// index at all, only the wheelhouses.
-func installerArgs(p config.Package, wheelhouses int, requirement string) (pip, uv []string) {
+// installerArgs are the pip and uv command lines for a resolved set of
+// exact requirements (resolve.go). Both install into PackagesDir without
+// resolving again (--no-deps: the set is what the policy judged, nothing
+// more lands in the sandbox) and, unless package.allow_sdist, from wheels
+// only (no setup.py runs). With no package.index_url there is no index at
+// all, only the wheelhouses.
+func installerArgs(p config.Package, wheelhouses int, requirements ...string) (pip, uv []string) {
 	pip = []string{"python3", "-m", "pip", "install", "--no-cache-dir", "--disable-pip-version-check", "--no-input",
 		"--upgrade", "--no-deps", "--target", PackagesDir}
 	uv = []string{"uv", "pip", "install", "--python", "python3", "--no-cache", "--upgrade", "--no-deps", "--target", PackagesDir}
+	pip, uv = sourceArgs(p, wheelhouses, pip, uv)
+	pip = append(append(pip, "--"), requirements...)
+	uv = append(append(uv, "--"), requirements...)
+	return pip, uv
+}
+
+// sourceArgs appends where packages come from, and in which form, to the
+// pip and uv command lines.
+func sourceArgs(p config.Package, wheelhouses int, pip, uv []string) ([]string, []string) {
 	if !p.AllowSdist {
 		pip = append(pip, "--only-binary=:all:")
 		uv = append(uv, "--only-binary", ":all:")
@@ -209,18 +227,16 @@ func installerArgs(p config.Package, wheelhouses int, requirement string) (pip, 
 		pip = append(pip, "--find-links", dir)
 		uv = append(uv, "--find-links", dir)
 	}
-	pip = append(pip, "--", requirement)
-	uv = append(uv, "--", requirement)
 	return pip, uv
 }
 
-// installerJob is the installer: the sandbox's image and resource limits,
+// installerContainer is the installer: the sandbox's image and resource limits,
 // read-only rootfs, no network unless package.index_url is set, /tmp
 // executable only with package.allow_sdist, the package volume writable,
 // the wheelhouses read-only (the backend adds what runs it as root with
 // only CHOWN, SETUID and SETGID, used once by the bootstrap before it
 // drops to docker.user: see docker.InstallerConfig). A pure function.
-func installerJob(c Config, lim Limits, meta sandboxMeta, cmd []string) backend.InstallJob {
+func installerContainer(c Config, lim Limits, meta sandboxMeta, cmd []string) backend.InstallJob {
 	spec := sandboxSpec(c.Docker, lim, meta)
 	spec.Command = append([]string{"python3", "-I", "-c", installerBootstrap}, cmd...)
 	spec.Env = []string{
@@ -261,8 +277,10 @@ func (e *Executor) Installed(owner, sessionID string) (int, error) {
 	return len(s.packages), nil
 }
 
-// Install installs one package with a short-lived installer container into
-// a package volume: a persistent session's own (the session's sandbox has
+// Install installs one package and the dependencies it lacks (resolved,
+// approved by req.Approve, then installed as an exact set: resolve.go) with
+// short-lived installer containers into a package volume: a persistent
+// session's own (the session's sandbox has
 // it mounted read-only from the start, so the package is importable in the
 // session's next call without a restart), or, without a session id, the
 // owner's transient volume. Transient calls of an owner who installed a
@@ -319,8 +337,8 @@ func (e *Executor) Install(ctx context.Context, req InstallRequest) (*InstallRes
 		}
 		defer func() { <-op.sem }()
 	}
-	res, err := e.runInstaller(ctx, meta, req)
-	if err != nil || res.Status != "ok" {
+	res, err := e.installResolved(ctx, meta, req)
+	if err != nil || res.Status != "ok" || len(res.Packages) == 0 {
 		return res, err
 	}
 	e.mu.Lock()
@@ -333,30 +351,40 @@ func (e *Executor) Install(ctx context.Context, req InstallRequest) (*InstallRes
 	return res, nil
 }
 
+// installerJob is one run of the installer container: resolving a
+// request's dependencies or installing the resolved set (resolve.go).
+type installerJob struct {
+	verb, what string   // "resolving", "pdma==1.0": for messages
+	pip, uv    []string // the command lines; uv nil means pip whatever package.installer says
+	// capture, when set, takes the output lines that are data, not output.
+	capture func(line string) bool
+	// cfg is the configuration of the whole install (both runs).
+	cfg *Config
+}
+
 // runInstaller runs the installer container to its end, the timeout or
 // ctx's end; the container is removed whatever happens.
-func (e *Executor) runInstaller(ctx context.Context, meta sandboxMeta, req InstallRequest) (*InstallResult, error) {
-	c := e.config() // one configuration for the whole install
+func (e *Executor) runInstaller(ctx context.Context, meta sandboxMeta, req InstallRequest, job installerJob) (*InstallResult, error) {
+	c := job.cfg // one configuration for the whole install
 	lim, err := resolveLimits(c.Docker, Limits{})
 	if err != nil {
 		return nil, err
 	}
 	meta.Instance, meta.PID, meta.Host, meta.Created = e.instance, e.pid, e.host, time.Now()
 	e.self.stamp(&meta)
-	requirement := req.Name + strings.ReplaceAll(req.Specifier, " ", "")
-	pip, uv := installerArgs(c.Package, len(c.Package.FindLinks), requirement)
-	cmds, _ := json.Marshal(map[string][]string{"pip": pip, "uv": uv})
+	requirement := job.what
+	cmds, _ := json.Marshal(map[string][]string{"pip": job.pip, "uv": job.uv})
 	uid, gid, _ := numericUser(c.Docker.User)
 	want := c.Package.Installer
-	if want == "" {
+	if want == "" || job.uv == nil {
 		want = "pip"
 	}
-	job := installerJob(*c, lim, meta, []string{uid, gid, string(cmds), want})
+	run := installerContainer(*c, lim, meta, []string{uid, gid, string(cmds), want})
 	timeout := c.Package.Timeout.D()
 	if timeout <= 0 {
 		timeout = defaultInstallTimeout
 	}
-	req.progress("starting the installer for " + requirement)
+	req.progress("starting the installer: " + job.verb + " " + requirement)
 	t0 := time.Now()
 	var sb *sandbox
 	abandoned := false
@@ -370,7 +398,7 @@ func (e *Executor) runInstaller(ctx context.Context, meta sandboxMeta, req Insta
 		}
 		return true
 	}
-	out := &installOutput{max: maxInstallOutput, progress: req.progress}
+	out := &installOutput{max: maxInstallOutput, progress: req.progress, capture: job.capture}
 	ictx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	stopBeat := make(chan struct{})
@@ -380,13 +408,13 @@ func (e *Executor) runInstaller(ctx context.Context, meta sandboxMeta, req Insta
 		for {
 			select {
 			case <-t.C:
-				req.progress(fmt.Sprintf("installing %s (%.0f s)", requirement, time.Since(t0).Seconds()))
+				req.progress(fmt.Sprintf("%s %s (%.0f s)", job.verb, requirement, time.Since(t0).Seconds()))
 			case <-stopBeat:
 				return
 			}
 		}
 	}()
-	exit, err := e.be.(backend.Packages).Install(ictx, job, out, started)
+	exit, err := e.be.(backend.Packages).Install(ictx, run, out, started)
 	close(stopBeat)
 	out.flush()
 	res := &InstallResult{Package: req.Name, Installer: "pip"}
@@ -399,7 +427,7 @@ func (e *Executor) runInstaller(ctx context.Context, meta sandboxMeta, req Insta
 	case ictx.Err() != nil:
 		e.destroy(sb)
 		res.Status = "timeout"
-		res.Message = fmt.Sprintf("installing %s took longer than %s (package.timeout); the installer was stopped and nothing was installed", requirement, timeout)
+		res.Message = fmt.Sprintf("%s %s took longer than %s (package.timeout); the installer was stopped and nothing was installed", job.verb, requirement, timeout)
 	default:
 		return nil, err
 	}
@@ -425,7 +453,7 @@ func (e *Executor) runInstaller(ctx context.Context, meta sandboxMeta, req Insta
 		}
 	default:
 		res.Status = "error"
-		res.Message = fmt.Sprintf("installing %s failed (installer exit code %d); see output", requirement, exit)
+		res.Message = fmt.Sprintf("%s %s failed (installer exit code %d); see output", job.verb, requirement, exit)
 	}
 	return res, nil
 }
@@ -475,6 +503,7 @@ type installOutput struct {
 	dropped  int64
 	line     []byte
 	progress func(string)
+	capture  func(string) bool // takes data lines: not progress
 }
 
 func (o *installOutput) Write(p []byte) (int, error) {
@@ -508,7 +537,11 @@ func (o *installOutput) Write(p []byte) (int, error) {
 }
 
 func (o *installOutput) emit(line []byte) {
-	if s := strings.TrimSpace(string(line)); s != "" && o.progress != nil {
+	s := strings.TrimSpace(string(line))
+	if o.capture != nil && o.capture(s) {
+		return
+	}
+	if s != "" && o.progress != nil {
 		if len(s) > 200 {
 			s = s[:200] + "…"
 		}

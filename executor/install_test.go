@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -154,7 +155,7 @@ func TestInstallerSpec(t *testing.T) {
 	c := config.Default()
 	c.Package.FindLinks = []string{"/srv/wheels"}
 	meta := sandboxMeta{Kind: KindInstaller, Session: "s1", Packages: sessionVolume("s1")}
-	cfg, host := docker.InstallerConfig(installerJob(ConfigFrom(c), Limits{Memory: 1 << 30}, meta, []string{"1000", "1000", "{}", "pip"}))
+	cfg, host := docker.InstallerConfig(installerContainer(ConfigFrom(c), Limits{Memory: 1 << 30}, meta, []string{"1000", "1000", "{}", "pip"}))
 	if host.NetworkMode != "none" || !host.ReadonlyRootfs || cfg.User != "0:0" {
 		t.Errorf("network %q, readonly %v, user %q; want none, true, 0:0 (the bootstrap drops to docker.user)", host.NetworkMode, host.ReadonlyRootfs, cfg.User)
 	}
@@ -180,7 +181,7 @@ func TestInstallerSpec(t *testing.T) {
 		t.Errorf("/tmp %q: want noexec without allow_sdist", host.Tmpfs["/tmp"])
 	}
 	c.Package.IndexURL = "https://pypi.example/simple"
-	if _, host := docker.InstallerConfig(installerJob(ConfigFrom(c), Limits{}, meta, nil)); host.NetworkMode != "bridge" {
+	if _, host := docker.InstallerConfig(installerContainer(ConfigFrom(c), Limits{}, meta, nil)); host.NetworkMode != "bridge" {
 		t.Errorf("with index_url: network %q, want bridge", host.NetworkMode)
 	}
 
@@ -221,17 +222,21 @@ func TestInstalledVersion(t *testing.T) {
 	}
 }
 
-// BenchmarkInstall measures one install of a small wheel from a wheelhouse
-// (installer container start, pip, removal):
+// BenchmarkInstall measures one install of a small wheel, not installed
+// yet, from a wheelhouse (resolving, then installing: each an installer
+// container start, pip, removal):
 // go test ./executor/ -run '^$' -bench Install -benchtime 10x
 func BenchmarkInstall(b *testing.B) {
 	dir := b.TempDir()
 	os.Chmod(dir, 0o755)
-	dockertest.WriteWheel(b, dir, "pdmdemo", "1.0", "42")
 	e, _ := newExec(b, func(c *config.Config) { c.Package.FindLinks = []string{dir} })
+	n := 0
 	for b.Loop() {
-		ir, err := e.Install(context.Background(), InstallRequest{Owner: "bench", Name: "pdmdemo", Specifier: "==1.0"})
-		if err != nil || ir.Status != "ok" {
+		n++
+		name := fmt.Sprintf("pdmdemo%d", n)
+		dockertest.WriteWheel(b, dir, name, "1.0", "42")
+		ir, err := e.Install(context.Background(), InstallRequest{Owner: "bench", Name: name, Specifier: "==1.0"})
+		if err != nil || ir.Status != "ok" || len(ir.Packages) != 1 {
 			b.Fatalf("Install = %+v, %v", ir, err)
 		}
 	}

@@ -421,6 +421,9 @@ func TestInputValue(t *testing.T) {
 			LimitsRequested: Limits{Timeout: 2.5, Memory: 1 << 40, CPUs: 0.25, Pids: 7},
 			Principal:       Principal{Sub: "alice", Scopes: []string{"a", "b"}},
 		},
+		{Tool: ToolInstallPackage, Package: &Package{Name: "pdma", Specifier: "==1", Resolved: []ResolvedPackage{
+			{Name: "pdma", Version: "1"}, {Name: "pdmb", Version: "2.0", RequiredBy: []string{"pdma"}},
+		}}},
 	}
 	for i, in := range inputs {
 		b, err := json.Marshal(in)

@@ -97,6 +97,21 @@ type Package struct {
 	// Index is the package index URL the request names ("" = the
 	// configured one).
 	Index string `json:"index"`
+	// Resolved is every package the install would add, the requested one
+	// and its dependencies, as the installer resolved them; absent in the
+	// decision made before resolving (see rules/packages.rego).
+	Resolved []ResolvedPackage `json:"resolved,omitempty"`
+}
+
+// ResolvedPackage is one package an install would add.
+type ResolvedPackage struct {
+	// Name as the distribution spells it.
+	Name string `json:"name"`
+	// Version is the exact version that would be installed.
+	Version string `json:"version"`
+	// RequiredBy names the packages of the install that require this one;
+	// empty for the requested package.
+	RequiredBy []string `json:"required_by"`
 }
 
 // Session describes the persistent session a call is about.

@@ -35,11 +35,29 @@ func (in Input) value() ast.Value {
 		items = append(items, item("language", ast.StringTerm(in.Language)))
 	}
 	if p := in.Package; p != nil {
-		items = append(items, item("package", ast.ObjectTerm(
+		fields := [][2]*ast.Term{
 			item("name", ast.StringTerm(p.Name)),
 			item("specifier", ast.StringTerm(p.Specifier)),
 			item("index", ast.StringTerm(p.Index)),
-		)))
+		}
+		if len(p.Resolved) > 0 {
+			deps := make([]*ast.Term, len(p.Resolved))
+			for i, r := range p.Resolved {
+				var by *ast.Term
+				if r.RequiredBy == nil {
+					by = ast.NullTerm()
+				} else {
+					by = stringsTerm(r.RequiredBy)
+				}
+				deps[i] = ast.ObjectTerm(
+					item("name", ast.StringTerm(r.Name)),
+					item("version", ast.StringTerm(r.Version)),
+					item("required_by", by),
+				)
+			}
+			fields = append(fields, item("resolved", ast.ArrayTerm(deps...)))
+		}
+		items = append(items, item("package", ast.ObjectTerm(fields...)))
 	}
 	if s := in.Session; s != nil {
 		items = append(items, item("session", ast.ObjectTerm(
@@ -70,7 +88,7 @@ func (in Input) value() ast.Value {
 var keyTerms = func() map[string]*ast.Term {
 	m := map[string]*ast.Term{}
 	for _, k := range []string{
-		"tool", "code", "language", "facts", "bytes", "lines", "package", "name", "specifier", "index",
+		"tool", "code", "language", "facts", "bytes", "lines", "package", "name", "specifier", "index", "resolved", "version", "required_by",
 		"session", "id", "owner", "exists", "owner_count", "packages", "limits_requested",
 		"principal", "sub", "scopes", "timeout_seconds", "memory_bytes", "cpus", "pids",
 		"imports", "dynamic", "calls", "references", "module", "level", "from", "names",

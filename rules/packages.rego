@@ -8,6 +8,11 @@
 #   (normalised name -> true), require_pinned, allowed_indexes
 #   (URL without trailing slash -> true; the configured index_url is always
 #   in it) and max_per_session (0 = no cap).
+#   After the installer resolved the request's dependencies, the request is
+#   judged again with package.resolved, every package the install would
+#   add ({name, version, required_by}); each dependency then passes the same
+#   allowed, blocked and version rules, and a denial names the dependency
+#   and the packages that need it.
 package pydocker.rules.packages
 
 import data.pydocker.lib
@@ -93,4 +98,42 @@ deny contains v if {
 	max > 0
 	input.session.packages >= max
 	v := lib.violation("packages.max_per_session", sprintf("session %s already has %d installs, the maximum (package.max_per_session is %d)", [input.session.id, input.session.packages, max]), {})
+}
+
+# The dependencies the installer resolved: every package the install would
+# add but the requested one (judged above by its request).
+dependencies contains dep if {
+	some dep in object.get(pkg, "resolved", [])
+	lib.normalize_package(dep.name) != name
+}
+
+# needed_by names the packages that require dep, for messages.
+needed_by(dep) := concat(", ", dep.required_by) if count(object.get(dep, "required_by", [])) > 0
+
+needed_by(dep) := pkg_name if count(object.get(dep, "required_by", [])) == 0
+
+# dependency names dep for messages: "dependency pdmc 2.0 (required by pdmb)".
+dependency(dep) := sprintf("dependency %s %s (required by %s)", [dep.name, dep.version, needed_by(dep)])
+
+deny contains v if {
+	some dep in dependencies
+	dep_name := lib.normalize_package(dep.name)
+	cfg.blocked[dep_name]
+	v := lib.violation("packages.blocked", sprintf("%s is blocked (package.blocked lists %q): %s was not installed", [dependency(dep), dep_name, requested]), {})
+}
+
+deny contains v if {
+	count(cfg.allowed) > 0
+	some dep in dependencies
+	dep_name := lib.normalize_package(dep.name)
+	not cfg.blocked[dep_name]
+	not cfg.allowed[dep_name]
+	v := lib.violation("packages.not_allowed", sprintf("%s is not in package.allowed: %s was not installed", [dependency(dep), requested]), {})
+}
+
+deny contains v if {
+	some dep in dependencies
+	entry := cfg.allowed[lib.normalize_package(dep.name)]
+	not lib.satisfies_all(dep.version, entry.specifier)
+	v := lib.violation("packages.version", sprintf("%s does not meet %s (package.allowed): %s was not installed", [dependency(dep), entry.requirement, requested]), {})
 }

@@ -92,3 +92,65 @@ test_max_per_session if {
 	rules_of(packages.deny) == {"packages.max_per_session"} with input as inp with data.pydocker.config as c
 	count(packages.deny) == 0 with input as install("requests", "") with data.pydocker.config as c
 }
+
+# resolved is an install-package request for pdma with the dependencies the
+# installer resolved: pdma -> pdmb -> pdmc.
+resolved(deps) := json.patch(install("pdma", "==1.0"), [{"op": "add", "path": "/package/resolved", "value": deps}])
+
+chain := [
+	{"name": "pdma", "version": "1.0", "required_by": []},
+	{"name": "pdmb", "version": "1.0", "required_by": ["pdma"]},
+	{"name": "Pdm_C", "version": "2.0", "required_by": ["pdmb"]},
+]
+
+test_resolved_dependencies_allowed if {
+	count(packages.deny) == 0 with input as resolved(chain) with data.pydocker.config as conf({})
+	c := conf({"allowed": {
+		"pdma": {"requirement": "pdma", "specifier": ""},
+		"pdmb": {"requirement": "pdmb", "specifier": ""},
+		"pdm-c": {"requirement": "pdm-c>=2", "specifier": ">=2"},
+	}})
+	count(packages.deny) == 0 with input as resolved(chain) with data.pydocker.config as c
+}
+
+test_blocked_dependency_names_it_and_its_requirer if {
+	d := packages.deny with input as resolved(chain) with data.pydocker.config as conf({"blocked": {"pdm-c": true}})
+	d == {{"rule": "packages.blocked", "msg": "dependency Pdm_C 2.0 (required by pdmb) is blocked (package.blocked lists \"pdm-c\"): pdma==1.0 was not installed", "line": 0, "col": 0}}
+}
+
+test_dependency_not_allowed if {
+	c := conf({"allowed": {"pdma": {"requirement": "pdma", "specifier": ""}, "pdmb": {"requirement": "pdmb", "specifier": ""}}})
+	d := packages.deny with input as resolved(chain) with data.pydocker.config as c
+	d == {{"rule": "packages.not_allowed", "msg": "dependency Pdm_C 2.0 (required by pdmb) is not in package.allowed: pdma==1.0 was not installed", "line": 0, "col": 0}}
+}
+
+test_dependency_version_outside_allowed_constraint if {
+	c := conf({"allowed": {
+		"pdma": {"requirement": "pdma", "specifier": ""},
+		"pdmb": {"requirement": "pdmb", "specifier": ""},
+		"pdm-c": {"requirement": "pdm-c<2", "specifier": "<2"},
+	}})
+	d := packages.deny with input as resolved(chain) with data.pydocker.config as c
+	d == {{"rule": "packages.version", "msg": "dependency Pdm_C 2.0 (required by pdmb) does not meet pdm-c<2 (package.allowed): pdma==1.0 was not installed", "line": 0, "col": 0}}
+}
+
+test_dependency_needed_by_several if {
+	deps := [
+		{"name": "pdmb", "version": "1.0", "required_by": ["pdma"]},
+		{"name": "evil", "version": "0.1", "required_by": ["pdma", "pdmb"]},
+		{"name": "orphan", "version": "3"},
+	]
+	d := packages.deny with input as resolved(deps) with data.pydocker.config as conf({"blocked": {"evil": true, "orphan": true}})
+	{v.msg | some v in d} == {
+		"dependency evil 0.1 (required by pdma, pdmb) is blocked (package.blocked lists \"evil\"): pdma==1.0 was not installed",
+		"dependency orphan 3 (required by pdma) is blocked (package.blocked lists \"orphan\"): pdma==1.0 was not installed",
+	}
+}
+
+# The requested package is judged by its request, once: its resolved entry
+# adds no second violation.
+test_requested_package_judged_once if {
+	d := packages.deny with input as resolved(chain) with data.pydocker.config as conf({"blocked": {"pdma": true}})
+	rules_of(d) == {"packages.blocked"}
+	count(d) == 1
+}

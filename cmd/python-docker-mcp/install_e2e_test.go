@@ -214,8 +214,8 @@ func TestInstallRejectsInjection(t *testing.T) {
 	if res := c.call(t, "install-package", map[string]any{"package_name": "pdmdemo"}); res.IsError {
 		t.Fatalf("valid install: %q", text(res))
 	}
-	if n := containersCreated(t, cli, c.pid, since); n != 1 {
-		t.Errorf("%d container(s) created for one install, want 1 (the installer)", n)
+	if n := containersCreated(t, cli, c.pid, since); n != 2 {
+		t.Errorf("%d container(s) created for one install, want 2 (the installer resolving, then installing)", n)
 	}
 	c.cs.Close()
 	waitNoSandboxes(t, cli, c.pid, "after the client closed")

@@ -16,10 +16,22 @@ import (
 // as there is no package index to install from.
 func WriteWheel(t testing.TB, dir, name, version, value string) {
 	t.Helper()
+	WriteWheelRequiring(t, dir, name, version, value)
+}
+
+// WriteWheelRequiring is WriteWheel with dependencies: each entry of
+// requires becomes a Requires-Dist line of the metadata (a PEP 508
+// requirement, e.g. "pdmc>=2" or "extra1; extra == 'x'").
+func WriteWheelRequiring(t testing.TB, dir, name, version, value string, requires ...string) {
+	t.Helper()
 	info := name + "-" + version + ".dist-info"
+	meta := "Metadata-Version: 2.1\nName: " + name + "\nVersion: " + version + "\n"
+	for _, r := range requires {
+		meta += "Requires-Dist: " + r + "\n"
+	}
 	files := [][2]string{
 		{name + "/__init__.py", "VALUE = " + value + "\n"},
-		{info + "/METADATA", "Metadata-Version: 2.1\nName: " + name + "\nVersion: " + version + "\n"},
+		{info + "/METADATA", meta},
 		{info + "/WHEEL", "Wheel-Version: 1.0\nGenerator: python-docker-mcp-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
 	}
 	var record strings.Builder

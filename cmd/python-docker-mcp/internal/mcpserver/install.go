@@ -42,6 +42,8 @@ type installOut struct {
 	// the installed version is not the one its interpreter uses.
 	RestartNeeded bool               `json:"restart_needed" jsonschema:"The session had already imported this package, so its running interpreter keeps the old version: start a new session to use the installed one."`
 	Violations    []policy.Violation `json:"violations"`
+	// Packages is the resolved set: installed (ok) or refused (denied).
+	Packages []executor.Resolved `json:"packages" jsonschema:"Every package installed (status ok) or that would have been (denied after resolving): the requested one and its dependencies, each with its exact version and required_by (the packages of this install that need it; empty for the requested one). Empty when nothing was installed."`
 }
 
 // moduleCandidates are the top-level module names a distribution is likely
@@ -101,9 +103,9 @@ func (s *Server) installPackage(ctx context.Context, req mcp.CallToolRequest, ar
 	if s.d.Installer == nil {
 		return toolError("install-package is not available in this server: it was started without a package installer. "+
 			"Use what the sandbox image provides: "+imagePackages(s.d.Config())+".",
-			installOut{Package: name, SessionID: sessionID, Status: "unavailable", Violations: []policy.Violation{}}), nil
+			installOut{Package: name, SessionID: sessionID, Status: "unavailable", Violations: []policy.Violation{}, Packages: []executor.Resolved{}}), nil
 	}
-	out := installOut{Package: name, SessionID: sessionID, Violations: []policy.Violation{}}
+	out := installOut{Package: name, SessionID: sessionID, Violations: []policy.Violation{}, Packages: []executor.Resolved{}}
 	pkg, err := parsePackage(name, version)
 	if err != nil {
 		out.Status = "invalid"
@@ -149,17 +151,33 @@ func (s *Server) installPackage(ctx context.Context, req mcp.CallToolRequest, ar
 	}
 	res, err := s.d.Installer.Install(ctx, executor.InstallRequest{
 		Owner: p.Sub, SessionID: sessionID, Name: pkg.Name, Specifier: pkg.Specifier, Progress: progress,
+		Approve: s.approveSet(in),
 	})
+	var denied *setDenied
+	if errors.As(err, &denied) {
+		o, msg := s.setDeniedResult(ctx, out, pkg, denied)
+		return toolError(msg, *o), nil
+	}
 	if err != nil {
 		return s.installFailure(out, err), nil
 	}
 	out.Version, out.Output, out.Status, out.Message = res.Version, res.Output, res.Status, res.Message
+	if res.Packages != nil {
+		out.Packages = res.Packages
+	}
 	s.logClient(ctx, mcp.LoggingLevelInfo, "install finished", map[string]any{"tool": ToolInstallPackage, "package": pkg.Name, "status": res.Status, "duration_ms": res.DurationMS})
 	var b strings.Builder
 	b.WriteString(res.Message + "\n")
-	if res.Status == "ok" {
+	if len(res.Packages) > 0 {
+		b.WriteString("packages: " + describePlan(res.Packages) + "\n")
+	}
+	if res.Status == "ok" && len(res.Packages) > 0 {
+		var candidates []string
+		for _, r := range res.Packages {
+			candidates = append(candidates, moduleCandidates(r.Name)...)
+		}
 		if sessionID != "" {
-			if loaded := s.d.Exec.Imported(p.Sub, sessionID, moduleCandidates(pkg.Name)); len(loaded) > 0 {
+			if loaded := s.d.Exec.Imported(p.Sub, sessionID, candidates); len(loaded) > 0 {
 				out.RestartNeeded = true
 				out.Message = fmt.Sprintf("%s; session %s already imported %s, so its running interpreter keeps the version it loaded: "+
 					"start a new session (execute-persistent without session_id, then install again) to use %s %s", res.Message, sessionID, strings.Join(loaded, ", "), pkg.Name, res.Version)

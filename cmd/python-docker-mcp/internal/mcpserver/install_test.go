@@ -57,22 +57,30 @@ func TestParsePackage(t *testing.T) {
 	}
 }
 
-// countingInstaller installs everything, counts per session, and records
-// what reached it.
+// countingInstaller installs everything the Approve callback approves,
+// counts per session, and records what reached it. The requested package
+// resolves to itself at version 1.0 plus deps, if set.
 type countingInstaller struct {
 	mu    sync.Mutex
 	reqs  []executor.InstallRequest
 	count map[string]int
+	deps  []executor.Resolved
 }
 
 func (f *countingInstaller) Install(ctx context.Context, req executor.InstallRequest) (*executor.InstallResult, error) {
+	plan := append([]executor.Resolved{{Name: req.Name, Version: "1.0", RequiredBy: []string{}}}, f.deps...)
+	if req.Approve != nil {
+		if err := req.Approve(ctx, plan); err != nil {
+			return nil, err
+		}
+	}
 	req.Progress("Successfully installed " + req.Name + "-1.0")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reqs = append(f.reqs, req)
 	f.count[req.SessionID]++
 	return &executor.InstallResult{Status: "ok", Package: req.Name, Version: "1.0", Installer: "pip", Message: "installed " + req.Name + " 1.0",
-		Output: "Successfully installed " + req.Name + "-1.0\n"}, nil
+		Output: "Successfully installed " + req.Name + "-1.0\n", Packages: plan}, nil
 }
 
 func (f *countingInstaller) Installed(owner, sessionID string) (int, error) {
@@ -180,7 +188,7 @@ func TestInstallPolicy(t *testing.T) {
 		t.Errorf("%d installs reached the installer, want 3 (denials and bad input never do)", len(inst.reqs))
 	}
 	want := executor.InstallRequest{Owner: "tester", SessionID: "s1", Name: "tabulate", Specifier: "==0.9.0"}
-	if diff := cmp.Diff(want, inst.reqs[0], cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".Progress" }, cmp.Ignore())); diff != "" {
+	if diff := cmp.Diff(want, inst.reqs[0], cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".Progress" || p.Last().String() == ".Approve" }, cmp.Ignore())); diff != "" {
 		t.Errorf("install request (-want +got):\n%s", diff)
 	}
 }
@@ -202,5 +210,50 @@ func TestInstallProgress(t *testing.T) {
 			t.Fatalf("progress %q: want the installer's line", prog.all())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestInstallDependencyPolicy: the resolved set is judged as a whole; a
+// refused dependency is named with the package that needs it and nothing
+// is installed. The executor's resolver is faked here; the built server
+// runs the real one in TestInstallDependencies (package main).
+func TestInstallDependencyPolicy(t *testing.T) {
+	cfg := config.Default()
+	cfg.Package.Blocked = []string{"evil"}
+	inst := &countingInstaller{count: map[string]int{}, deps: []executor.Resolved{
+		{Name: "pdmb", Version: "1.0", RequiredBy: []string{"pdma"}},
+		{Name: "Evil", Version: "0.1", RequiredBy: []string{"pdmb"}},
+	}}
+	cs, _ := startInstall(t, cfg, inst)
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: ToolInstallPackage, Arguments: map[string]any{"package_name": "pdma", "session_id": "s1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := structuredOf(t, res)
+	vs, _ := out["violations"].([]any)
+	pkgs, _ := out["packages"].([]any)
+	if !res.IsError || out["status"] != "denied" || len(vs) != 1 || len(pkgs) != 3 {
+		t.Fatalf("install with a blocked dependency: %q %v", textOf(res), out)
+	}
+	v := vs[0].(map[string]any)
+	if v["rule"] != "packages.blocked" || !strings.Contains(v["msg"].(string), "dependency Evil 0.1 (required by pdmb) is blocked") {
+		t.Errorf("violation %v, want packages.blocked naming Evil and pdmb", v)
+	}
+	if !strings.Contains(textOf(res), "resolved: pdma 1.0, pdmb 1.0 (required by pdma), Evil 0.1 (required by pdmb)") {
+		t.Errorf("text %q lacks the resolved set", textOf(res))
+	}
+	if len(inst.reqs) != 0 {
+		t.Errorf("%d installs went ahead after the refusal, want 0", len(inst.reqs))
+	}
+
+	inst.deps = inst.deps[:1]
+	res, err = cs.CallTool(context.Background(), &sdk.CallToolParams{Name: ToolInstallPackage, Arguments: map[string]any{"package_name": "pdma", "session_id": "s1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = structuredOf(t, res)
+	pkgs, _ = out["packages"].([]any)
+	if res.IsError || out["status"] != "ok" || len(pkgs) != 2 || !strings.Contains(textOf(res), "packages: pdma 1.0, pdmb 1.0 (required by pdma)") {
+		t.Errorf("install with allowed dependencies: %q %v", textOf(res), out)
 	}
 }

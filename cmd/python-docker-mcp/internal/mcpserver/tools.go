@@ -183,8 +183,10 @@ var toolDefs = []toolDef{
 		name: ToolInstallPackage, title: "Install a Python package", idempotent: true, scope: scopeInstall,
 		description: func(config.Config) string {
 			return "Install a Python package into a session (or, without session_id, for your transient runs), from the operator's configured wheelhouse or index. " +
-				"The sandbox itself never gets network access. Subject to the operator's package policy. " +
-				"Dependencies are not installed automatically: install each one by name first. Only wheels are installed unless the operator allows source builds. " +
+				"The sandbox itself never gets network access. " +
+				"Dependencies are resolved from the same sources and installed with it, except those the image or an earlier install already provides; " +
+				"every package installed, each dependency too, must pass the operator's package policy, and a refusal names the dependency and the package that needs it (nothing is installed then). " +
+				"packages lists what was installed. Only wheels are installed unless the operator allows source builds. " +
 				"In a session the package is importable in the next call, without a restart, unless the session already imported it: then restart_needed is true and a new session is needed to use the installed version."
 		},
 		schemas: func(config.Config) (*jsonschema.Schema, *jsonschema.Schema) {
