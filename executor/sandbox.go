@@ -246,7 +246,9 @@ func (e *Executor) sendRunner(stdin io.Writer) {
 // gets a namespace of its own, as without leasing, rather than the call
 // failing.
 func (e *Executor) createSandbox(ctx context.Context, meta sandboxMeta, spec backend.Spec) (*backend.Sandbox, string, error) {
-	for try := 0; e.leasesNetwork(meta) && try < 2; try++ {
+	// Holders run under docker.runtime: a sandbox of another runtime gets
+	// a namespace of its own.
+	for try := 0; e.leasesNetwork(meta) && spec.Runtime == e.config().Docker.Runtime && try < 2; try++ {
 		id, err := e.leaseNetwork(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
