@@ -246,9 +246,7 @@ func (e *Executor) sendRunner(stdin io.Writer) {
 // gets a namespace of its own, as without leasing, rather than the call
 // failing.
 func (e *Executor) createSandbox(ctx context.Context, meta sandboxMeta, spec backend.Spec) (*backend.Sandbox, string, error) {
-	// Holders run under docker.runtime: a sandbox of another runtime gets
-	// a namespace of its own.
-	for try := 0; e.leasesNetwork(meta) && spec.Runtime == e.config().Docker.Runtime && try < 2; try++ {
+	for try := 0; e.leasesNetwork(meta) && try < 2; try++ {
 		id, err := e.leaseNetwork(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -483,6 +481,10 @@ const (
 	runnerGrace    = time.Second
 )
 
+// oomSettle is how long diagnose waits for an OOM mark on a sandbox that
+// ended by SIGKILL.
+const oomSettle = 2 * time.Second
+
 // diagnose finds out why a runner stopped answering: the container's state
 // says whether the kernel's OOM killer struck. The sandbox is removed.
 func (e *Executor) diagnose(sb *sandbox, what string) *failure {
@@ -498,6 +500,17 @@ func (e *Executor) diagnose(sb *sandbox, what string) *failure {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	// Killed by SIGKILL but not (yet) marked OOM-killed: the daemon learns
+	// of an OOM kill from an event of its own, which may come after the
+	// exit (seen under gVisor's runsc, whose whole sandbox the kernel
+	// kills: about one exit in five was read before its OOM mark). Read
+	// again for a while before calling it a kill.
+	for deadline := time.Now().Add(oomSettle); err == nil && st.Exited && st.ExitCode == 137 && !st.OOMKilled && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		if again, aerr := e.be.State(ctx, sb.id); aerr == nil {
+			st = again
+		}
 	}
 	if err == nil {
 		if st.OOMKilled {
