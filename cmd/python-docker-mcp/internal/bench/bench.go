@@ -1163,7 +1163,7 @@ func printReport(w io.Writer, rep *benchReport) {
 		fmt.Fprintln(w)
 	}
 
-	if len(rep.Goals) > 0 {
+	if slices.ContainsFunc(rep.Goals, func(g goal) bool { return g.Measured != nil }) {
 		rows := [][]string{{"goal", "target", "measured", "verdict"}}
 		for _, g := range rep.Goals {
 			m, verdict := "-", "not measured"

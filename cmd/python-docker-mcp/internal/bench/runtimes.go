@@ -140,6 +140,10 @@ func printRuntimes(w io.Writer, rep *benchReport) {
 		rows = append(rows, []string{name, fmtMS(r.Cold.P50), fmtMS(r.Cold.P95), fmtMS(r.Pooled.P50), fmtMS(r.Pooled.P95), fmtMS(r.Session.P50), fmtMS(r.Session.P95)})
 	}
 	first := rep.Runtimes[0]
+	firstName := first.Runtime
+	if firstName == "" {
+		firstName = "default"
+	}
 	for _, r := range rep.Runtimes[1:] {
 		x := func(a, b float64) string {
 			if v := ratio(a, b); !math.IsNaN(v) {
@@ -147,7 +151,7 @@ func printRuntimes(w io.Writer, rep *benchReport) {
 			}
 			return "-"
 		}
-		rows = append(rows, []string{r.Runtime + " / " + first.Runtime + "(default)", x(r.Cold.P50, first.Cold.P50), "", x(r.Pooled.P50, first.Pooled.P50), "", x(r.Session.P50, first.Session.P50), ""})
+		rows = append(rows, []string{r.Runtime + " / " + firstName, x(r.Cold.P50, first.Cold.P50), "", x(r.Pooled.P50, first.Pooled.P50), "", x(r.Session.P50, first.Session.P50), ""})
 	}
 	writeTable(w, rows)
 	fmt.Fprintln(w)
