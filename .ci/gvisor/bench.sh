@@ -10,5 +10,4 @@ export G=${G:-/tmp/pdm-gvisor-bench}
 trap '.ci/gvisor/down.sh' EXIT
 host=$(.ci/gvisor/up.sh | tail -1)
 export DOCKER_HOST=${host#DOCKER_HOST=}
-$GO build -o bin/python-docker-mcp ./cmd/python-docker-mcp
-bin/python-docker-mcp --set docker.runtimes=runsc bench -scenarios runtimes -runtimes runsc "$@"
+$GO run ./cmd/python-docker-mcp --set docker.runtimes=runsc bench -scenarios runtimes -runtimes runsc "$@"

@@ -509,9 +509,11 @@ func (b *bencher) run(ctx context.Context) (rep *benchReport, err error) {
 		}
 	}
 	needServer := slices.ContainsFunc(b.opts.Scenarios, func(s string) bool { return s != scDockerRun && s != scCost && s != scRuntimes })
-	if b.opts.Interval > 0 {
+	switch {
+	case !needServer: // only cost, baseline or runtimes: no latency scenario
+	case b.opts.Interval > 0:
 		rep.Notes = append(rep.Notes, fmt.Sprintf("latency scenarios pause %v between calls", b.opts.Interval))
-	} else {
+	default:
 		rep.Notes = append(rep.Notes, "latency scenarios issue calls back to back (-interval 0)")
 		if b.cfg.Pool.Enabled {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("back-to-back transient calls can empty the warm pool (pool.size=%d) faster than it refills; -interval spaces them to measure a call that finds a sandbox waiting", b.cfg.Pool.Size))
