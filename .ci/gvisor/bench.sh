@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 GO=${GO:-go}
-export G=${G:-/tmp/pdm-gvisor-bench}
+export G=${G:-/tmp/pdm-gvisor-$$}
 trap '.ci/gvisor/down.sh' EXIT
 host=$(.ci/gvisor/up.sh | tail -1)
 export DOCKER_HOST=${host#DOCKER_HOST=}

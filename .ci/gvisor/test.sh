@@ -5,12 +5,12 @@
 # up.sh starts with runsc registered. The machine's own daemon is never
 # touched (only read: the sandbox image is copied from it). The private
 # daemon is torn down however the run ends. About 4 minutes on 2 CPUs.
-#   GO=go   G=/tmp/pdm-gvisor-ci (the private daemon's state)
+#   GO=go   G=/tmp/pdm-gvisor-PID (the private daemon's state; one per run, so runs side by side do not meet)
 #   TESTS=regexp   another set of executor tests
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 GO=${GO:-go}
-export G=${G:-/tmp/pdm-gvisor-ci}
+export G=${G:-/tmp/pdm-gvisor-$$}
 # What runs under runsc as it runs under runc. Left out, with the reason in
 # executor/README.md ("gVisor", the guarantee table): TestForkBomb,
 # TestOOMOfAChildProcess, TestRunnerIsUnreachable, TestSandboxConfinement,
