@@ -19,6 +19,10 @@ for p in /proc/[0-9]*; do
 done
 sleep 1
 grep " $G/" /proc/mounts | awk '{print $2}' | sort -r | xargs -r -n1 umount -l 2>/dev/null
-for d in /sys/fs/cgroup/*/"$(basename "$G")" /sys/fs/cgroup/"$(basename "$G")"; do [ -d "$d" ] && rmdir "$d" 2>/dev/null; done
+# The cgroup parent and any container cgroups left in it (seen after runs
+# that were interrupted), deepest first; rmdir removes only empty ones.
+for d in /sys/fs/cgroup/*/"$(basename "$G")" /sys/fs/cgroup/"$(basename "$G")"; do
+	[ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null
+done
 [ "${KEEP:-}" = 1 ] || rm -rf "$G"
 exit 0
