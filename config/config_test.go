@@ -348,8 +348,8 @@ func TestSandboxRuntimes(t *testing.T) {
 	}
 	for file, key := range map[string]string{
 		"backend: kubernetes\ndocker:\n  runtimes: [runsc]\n": "docker.runtimes",
-		"docker:\n  runtimes: [\"\"]\n":                        "docker.runtimes",
-		"kubernetes:\n  runtime_classes: [\"a b\"]\n":          "kubernetes.runtime_classes",
+		"docker:\n  runtimes: [\"\"]\n":                       "docker.runtimes",
+		"kubernetes:\n  runtime_classes: [\"a b\"]\n":         "kubernetes.runtime_classes",
 	} {
 		_, err := Load(Options{File: writeFile(t, dir, "bad.yaml", file)})
 		if err == nil || !strings.Contains(err.Error(), key) {
