@@ -92,3 +92,32 @@ func TestGVisorPerCall(t *testing.T) {
 		t.Error("a call naming the default runtime on a runsc session was served")
 	}
 }
+
+// TestGVisorOOM: under runsc the host kernel OOM-kills the whole sandbox.
+// The call reports oom, or (when the daemon got no OOM mark from the
+// runtime: 3 of 40 OOM kills here) killed by SIGKILL with a reason
+// that names the memory limit; never anything else. A session restarts
+// with its state lost and serves the next call.
+func TestGVisorOOM(t *testing.T) {
+	e, cli := newExec(t, func(c *config.Config) { c.Docker.Runtime = "runsc" })
+	requireRunsc(t, cli)
+	oomOrKilled := func(what string, res *Result) {
+		t.Helper()
+		switch {
+		case res.Status == "oom":
+		case res.Status == "killed" && res.Error != nil && strings.Contains(res.Error.Message, "exit code 137") && strings.Contains(res.Error.Message, "memory limit"):
+			t.Logf("%s: killed without the daemon's OOM mark: %s", what, res.Error.Message)
+		default:
+			t.Errorf("%s: status %q (%+v), want oom, or killed by SIGKILL naming the memory limit", what, res.Status, res.Error)
+		}
+	}
+	oomOrKilled("transient", transient(t, e, Request{Code: "b = bytearray(10 * 1024 ** 3)\nprint('survived')"}))
+	_, id := persistent(t, e, "", Request{Owner: "o", Code: "x = 1"})
+	res, _ := persistent(t, e, id, Request{Owner: "o", Code: "chunks = []\nwhile True:\n    chunks.append(bytearray(50 << 20))"})
+	oomOrKilled("session", res)
+	if !res.StateLost {
+		t.Error("a session's OOM should report StateLost")
+	}
+	res, _ = persistent(t, e, id, Request{Owner: "o", Code: "print('back')"})
+	wantStatus(t, res, "ok")
+}

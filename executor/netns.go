@@ -79,8 +79,8 @@ func (e *Executor) newHolder(ctx context.Context) (string, error) {
 	spec.Command = holderCommand
 	spec.Env = []string{"PATH=/usr/bin:/bin"}
 	// A holder runs no user code, only `read`: it runs under the daemon's
-	// default runtime whatever docker.runtime says (runsc does not start
-	// within a helper's 16 MiB and 4 pids), and sandboxes of any runtime
+	// default runtime whatever docker.runtime says (under runsc, with a
+	// helper's 16 MiB and 4 pids, it did not start), and sandboxes of any runtime
 	// join it (gVisor with --network=none keeps its own loopback-only
 	// network stack inside the sandbox and uses none of the namespace's).
 	spec.Runtime = ""

@@ -518,6 +518,11 @@ func (e *Executor) diagnose(sb *sandbox, what string) *failure {
 			f.reason = "the kernel's OOM killer stopped the sandbox"
 		} else if st.Exited {
 			f.reason = fmt.Sprintf("%s (exit code %d)", what, st.ExitCode)
+			if st.ExitCode == 137 && sb.lim.Runtime != "" {
+				// Seen under runsc: 3 of 40 OOM kills got no OOM mark
+				// from the daemon within oomSettle.
+				f.reason += fmt.Sprintf("; killed by SIGKILL under runtime %s, whose OOM kills the daemon does not always report: this may be the memory limit (%s)", sb.lim.Runtime, sizeText(sb.lim.Memory))
+			}
 		}
 	}
 	if diag := sb.stderr.String(); diag != "" {

@@ -15,8 +15,9 @@ export G=${G:-/tmp/pdm-gvisor-$$}
 # What runs under runsc as it runs under runc. Left out, with the reason in
 # executor/README.md ("gVisor", the guarantee table): TestForkBomb,
 # TestOOMOfAChildProcess, TestRunnerIsUnreachable, TestSandboxConfinement,
-# TestNetworkLease.
-TESTS=${TESTS:-'^(TestGVisor.*|TestTransientPrint|TestTransientState|TestTransientFiguresAndFiles|TestPersistentSession|TestTimeoutTransient|TestTimeoutPersistent|TestOOM|TestCapabilitiesDenied|TestCapabilitiesAllowed|TestModuleRulesJudgeCTwinsAndHelpers|TestForgedFramesCannotAnswer|TestTreeVolume|TestPoolNeverReuses|TestPoolSession|TestParse|TestInstallIntoSession)$'}
+# TestNetworkLease, and TestOOM, which TestGVisorOOM replaces (an OOM kill
+# under runsc is now and then reported "killed": the daemon got no mark).
+TESTS=${TESTS:-'^(TestGVisor.*|TestTransientPrint|TestTransientState|TestTransientFiguresAndFiles|TestPersistentSession|TestTimeoutTransient|TestTimeoutPersistent|TestCapabilitiesDenied|TestCapabilitiesAllowed|TestModuleRulesJudgeCTwinsAndHelpers|TestForgedFramesCannotAnswer|TestTreeVolume|TestPoolNeverReuses|TestPoolSession|TestParse|TestInstallIntoSession)$'}
 trap '.ci/gvisor/down.sh' EXIT
 host=$(.ci/gvisor/up.sh | tail -1)
 export DOCKER_HOST=${host#DOCKER_HOST=}
