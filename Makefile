@@ -5,7 +5,7 @@ GO       ?= go
 REGO     := rules examples/policy
 BIN      := bin/python-docker-mcp
 
-.PHONY: all build serve image server-image test rego gotest runner-test bench fuzz test-kubernetes
+.PHONY: all build serve image server-image test rego gotest runner-test test-gvisor bench bench-gvisor fuzz test-kubernetes
 
 all: build
 
@@ -44,10 +44,24 @@ runner-test:
 		{ echo "runner-test: needs python3 3.11 or later on the host (apt-get install python3)" >&2; exit 1; }
 	python3 -B -m unittest discover -s executor/runner/tests -t executor/runner/tests
 
-test: runner-test image rego gotest
+test: runner-test image rego gotest test-gvisor
+
+# A chosen set of the executor's Docker tests with every sandbox under
+# gVisor's runsc, and the tests of the runtime the policy chooses per call,
+# against a private Docker daemon with runsc registered (.ci/gvisor: root,
+# Debian's runsc and fuse-overlayfs, installed with apt-get when missing).
+# The machine's daemon is only read (the image is copied from it); the
+# private one is always torn down. About 4 minutes.
+test-gvisor: image
+	GO=$(GO) .ci/gvisor/test.sh
 
 bench:
 	$(GO) run ./cmd/python-docker-mcp bench
+
+# The bench's cold, pooled and session print(1) under runc and runsc in one
+# run, on the private daemon of .ci/gvisor (see test-gvisor).
+bench-gvisor: image
+	GO=$(GO) .ci/gvisor/bench.sh
 
 # The Kubernetes backend against a real single-node cluster (.ci/k8s, root,
 # Docker running): not part of `make test`, because the first run builds

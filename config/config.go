@@ -5,7 +5,11 @@
 // what is allowed.
 package config
 
-import "time"
+import (
+	"slices"
+	"strings"
+	"time"
+)
 
 // Config is the whole configuration. The zero value is not useful: start from
 // Default() or Load.
@@ -52,6 +56,10 @@ type Kubernetes struct {
 	// RuntimeClass is the RuntimeClass of sandbox Pods (e.g. "gvisor");
 	// empty: the cluster's default runtime.
 	RuntimeClass string `koanf:"runtime_class" json:"runtime_class"`
+	// RuntimeClasses are the other RuntimeClasses the policy may choose
+	// for a call (its decision's runtime, e.g. "gvisor"); each must exist
+	// in the cluster.
+	RuntimeClasses []string `koanf:"runtime_classes" json:"runtime_classes"`
 	// NodeSelector entries "key=value" every sandbox Pod's node must carry.
 	NodeSelector []string `koanf:"node_selector" json:"node_selector"`
 	// ImagePullPolicy of the sandbox image: IfNotPresent, Always or Never.
@@ -81,8 +89,13 @@ type Docker struct {
 	NetworkDisabled bool `koanf:"network_disabled" json:"network_disabled"`
 	// ReadOnly makes the container's root filesystem read-only.
 	ReadOnly bool `koanf:"read_only" json:"read_only"`
-	// Runtime is an optional OCI runtime, e.g. "runsc".
+	// Runtime is the OCI runtime of every sandbox whose decision names
+	// none, e.g. "runsc"; empty: the daemon's default (runc).
 	Runtime string `koanf:"runtime" json:"runtime"`
+	// Runtimes are the other runtimes the policy may choose for a call
+	// (its decision's runtime, e.g. "runsc"); each must be registered with
+	// the Docker daemon.
+	Runtimes []string `koanf:"runtimes" json:"runtimes"`
 	// PidsLimit caps processes and threads in one sandbox.
 	PidsLimit int64 `koanf:"pids_limit" json:"pids_limit"`
 	// TmpSize caps the /tmp tmpfs in bytes.
@@ -316,6 +329,26 @@ type Log struct {
 	Format string `koanf:"format" json:"format"`
 }
 
+// SandboxRuntimes are the runtimes a call's sandbox may run under on the
+// configured backend, the default first: docker.runtime then
+// docker.runtimes, or kubernetes.runtime_class then
+// kubernetes.runtime_classes ("" is the daemon's or the cluster's own
+// default), without repeats. A policy decision names one of them (or none:
+// the default). Keys names the config keys they come from, for messages.
+func (c Config) SandboxRuntimes() (names []string, keys string) {
+	def, more, keys := c.Docker.Runtime, c.Docker.Runtimes, "docker.runtime, docker.runtimes"
+	if c.Backend == "kubernetes" {
+		def, more, keys = c.Kubernetes.RuntimeClass, c.Kubernetes.RuntimeClasses, "kubernetes.runtime_class, kubernetes.runtime_classes"
+	}
+	names = []string{def}
+	for _, r := range more {
+		if r = strings.TrimSpace(r); !slices.Contains(names, r) {
+			names = append(names, r)
+		}
+	}
+	return names, keys
+}
+
 // Default returns the built-in configuration: the server runs with no file.
 func Default() Config {
 	return Config{
@@ -323,6 +356,7 @@ func Default() Config {
 		Kubernetes: Kubernetes{
 			Namespace:       "python-docker-mcp-sandboxes",
 			NodeSelector:    []string{},
+			RuntimeClasses:  []string{},
 			ImagePullPolicy: "IfNotPresent",
 			StartTimeout:    Duration(2 * time.Minute),
 		},
@@ -338,6 +372,7 @@ func Default() Config {
 			TmpSize:         64 << 20,
 			WorkspaceSize:   128 << 20,
 			User:            "1000:1000",
+			Runtimes:        []string{},
 		},
 		Image: Image{
 			Release: "trixie",

@@ -331,3 +331,29 @@ docker:
 		}
 	}
 }
+
+// TestSandboxRuntimes: the runtimes a decision may name come from the
+// backend's keys, the default first; bad entries name their key.
+func TestSandboxRuntimes(t *testing.T) {
+	dir := t.TempDir()
+	c := mustLoad(t, Options{File: writeFile(t, dir, "d.yaml", "docker:\n  runtimes: [runsc, runsc, kata]\n")}).Config
+	names, keys := c.SandboxRuntimes()
+	if diff := cmp.Diff([]string{"", "runsc", "kata"}, names); diff != "" || keys != "docker.runtime, docker.runtimes" {
+		t.Errorf("docker: %q %q (-want +got):\n%s", names, keys, diff)
+	}
+	c = mustLoad(t, Options{File: writeFile(t, dir, "k.yaml", "backend: kubernetes\nkubernetes:\n  runtime_class: runc\n  runtime_classes: [gvisor]\n")}).Config
+	names, keys = c.SandboxRuntimes()
+	if diff := cmp.Diff([]string{"runc", "gvisor"}, names); diff != "" || keys != "kubernetes.runtime_class, kubernetes.runtime_classes" {
+		t.Errorf("kubernetes: %q %q (-want +got):\n%s", names, keys, diff)
+	}
+	for file, key := range map[string]string{
+		"backend: kubernetes\ndocker:\n  runtimes: [runsc]\n": "docker.runtimes",
+		"docker:\n  runtimes: [\"\"]\n":                       "docker.runtimes",
+		"kubernetes:\n  runtime_classes: [\"a b\"]\n":         "kubernetes.runtime_classes",
+	} {
+		_, err := Load(Options{File: writeFile(t, dir, "bad.yaml", file)})
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%q: %v, want an error naming %s", file, err, key)
+		}
+	}
+}

@@ -595,6 +595,16 @@ func validate(c Config, source func(key string) string) Errors {
 		if c.Docker.Runtime != "" {
 			bad("docker.runtime", c.Docker.Runtime, "is Docker's runtime; with backend: kubernetes set kubernetes.runtime_class instead")
 		}
+		if len(c.Docker.Runtimes) > 0 {
+			bad("docker.runtimes", strings.Join(c.Docker.Runtimes, ","), "are Docker's runtimes; with backend: kubernetes set kubernetes.runtime_classes instead")
+		}
+	}
+	for key, list := range map[string][]string{"docker.runtimes": c.Docker.Runtimes, "kubernetes.runtime_classes": c.Kubernetes.RuntimeClasses} {
+		for _, r := range list {
+			if strings.TrimSpace(r) == "" || strings.ContainsAny(strings.TrimSpace(r), " \t,") {
+				bad(key, r, "want runtime names, e.g. [runsc] (docker) or [gvisor] (kubernetes)")
+			}
+		}
 	}
 	if c.Docker.Image == "" {
 		bad("docker.image", "", "must not be empty")

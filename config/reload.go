@@ -25,6 +25,7 @@ var Reloads = map[string]Reload{
 	"kubernetes.kubeconfig":        Restart,
 	"kubernetes.namespace":         Restart,
 	"kubernetes.runtime_class":     Restart,
+	"kubernetes.runtime_classes":   Restart,
 	"kubernetes.node_selector":     Restart,
 	"kubernetes.image_pull_policy": Restart,
 	"kubernetes.node_name":         Restart,
@@ -35,6 +36,7 @@ var Reloads = map[string]Reload{
 	"docker.network_disabled": Restart,
 	"docker.read_only":        Restart,
 	"docker.runtime":          Restart,
+	"docker.runtimes":         Restart,
 	"docker.user":             Restart,
 	// The sandbox's limits: new calls and new sandboxes (the warm pool is
 	// replaced); sessions keep the limits they started with.

@@ -79,6 +79,13 @@ type Request struct {
 	// in the user-code process). nil means no per-call filter: only the
 	// container's own hardening applies.
 	Capabilities *Capabilities
+	// Runtime is the runtime the policy chose for this call (the
+	// decision's runtime: a Docker runtime such as "runsc", or a
+	// Kubernetes RuntimeClass); "" is the configured default. It must be
+	// one of Config.Runtimes. A transient call gets a sandbox of that
+	// runtime only (pooled or cold); a persistent session keeps the
+	// runtime it started with, and a call naming another is refused.
+	Runtime string
 	// Progress, when set, is told what the call is waiting for ("starting a
 	// sandbox", "waiting for the session's running call", "running"), so the
 	// caller can send progress notifications. It is called on the calling
@@ -502,6 +509,11 @@ func (e *Executor) dropLiveness(ctx context.Context) {
 
 // prepare validates a request and resolves its limits.
 func (e *Executor) prepare(req Request, transient bool) (Limits, error) {
+	rt, err := e.config().runtime(req.Runtime)
+	if err != nil {
+		return Limits{}, err
+	}
+	req.Limits.Runtime = rt
 	lim, err := resolveLimits(e.config().Docker, req.Limits)
 	if err != nil {
 		return Limits{}, err

@@ -63,6 +63,9 @@ func newExec(t testing.TB, edit func(*config.Config)) (*Executor, *dockertest.Da
 	cfg := config.Default()
 	cli := dockertest.RequireDaemon(t, cfg.Docker.Image)
 	cfg.Pool.Enabled = false // pool tests turn it on
+	// make test-gvisor runs these tests under runsc: the server's own
+	// environment variable for docker.runtime.
+	cfg.Docker.Runtime = os.Getenv("PYTHON_DOCKER_MCP_DOCKER_RUNTIME")
 	if edit != nil {
 		edit(&cfg)
 	}

@@ -182,10 +182,11 @@ func (p *pool) resize(size, maxSize int) {
 	p.signal()
 }
 
-// fits says whether a pooled sandbox has exactly the resource limits asked
-// for (the timeout is per call).
+// fits says whether a pooled sandbox has exactly the resource limits and
+// the runtime asked for (the timeout is per call): a call of another
+// runtime than the pool's (docker.runtime) never gets a pooled sandbox.
 func (p *pool) fits(lim Limits) bool {
-	return p != nil && lim.Memory == p.lim.Memory && lim.CPUs == p.lim.CPUs && lim.Pids == p.lim.Pids
+	return p != nil && lim.Memory == p.lim.Memory && lim.CPUs == p.lim.CPUs && lim.Pids == p.lim.Pids && lim.Runtime == p.lim.Runtime
 }
 
 // classOf is the class a call of owner importing need would be best

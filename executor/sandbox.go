@@ -540,6 +540,10 @@ const (
 	runnerGrace    = time.Second
 )
 
+// oomSettle is how long diagnose waits for an OOM mark on a sandbox that
+// ended by SIGKILL.
+const oomSettle = 2 * time.Second
+
 // diagnose finds out why a runner stopped answering: the container's state
 // says whether the kernel's OOM killer struck. The sandbox is removed.
 func (e *Executor) diagnose(sb *sandbox, what string) *failure {
@@ -556,12 +560,28 @@ func (e *Executor) diagnose(sb *sandbox, what string) *failure {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// Killed by SIGKILL but not (yet) marked OOM-killed: the daemon learns
+	// of an OOM kill from an event of its own, which may come after the
+	// exit (seen under gVisor's runsc, whose whole sandbox the kernel
+	// kills: about one exit in five was read before its OOM mark). Read
+	// again for a while before calling it a kill.
+	for deadline := time.Now().Add(oomSettle); err == nil && st.Exited && st.ExitCode == 137 && !st.OOMKilled && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		if again, aerr := e.be.State(ctx, sb.id); aerr == nil {
+			st = again
+		}
+	}
 	if err == nil {
 		if st.OOMKilled {
 			f.status = "oom"
 			f.reason = "the kernel's OOM killer stopped the sandbox"
 		} else if st.Exited {
 			f.reason = fmt.Sprintf("%s (exit code %d)", what, st.ExitCode)
+			if st.ExitCode == 137 && sb.lim.Runtime != "" {
+				// Seen under runsc: 3 of 40 OOM kills got no OOM mark
+				// from the daemon within oomSettle.
+				f.reason += fmt.Sprintf("; killed by SIGKILL under runtime %s, whose OOM kills the daemon does not always report: this may be the memory limit (%s)", sb.lim.Runtime, sizeText(sb.lim.Memory))
+			}
 		}
 	}
 	if diag := sb.stderr.String(); diag != "" {

@@ -299,6 +299,11 @@ func (e *Executor) Persistent(ctx context.Context, sessionID string, req Request
 			return nil, s.id, fmt.Errorf("%w: session %s runs with memory %d bytes, %g CPUs, %d pids, fixed when it started; a call cannot tighten them (start a new session)",
 				ErrLimitExceeded, s.id, s.lim.Memory, s.lim.CPUs, s.lim.Pids)
 		}
+		if lim.Runtime != s.lim.Runtime {
+			e.release(s, true)
+			return nil, s.id, fmt.Errorf("%w: session %s runs under runtime %q, fixed when it started; this call's policy names runtime %q: start a new session",
+				ErrInvalidRequest, s.id, s.lim.Runtime, lim.Runtime)
+		}
 		lim.Memory, lim.CPUs, lim.Pids = s.lim.Memory, s.lim.CPUs, s.lim.Pids
 	}
 	defer e.release(s, true)

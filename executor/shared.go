@@ -58,13 +58,16 @@ const (
 	metaMemory = "memory"
 	metaCPUs   = "cpus"
 	metaPids   = "pids"
+	// metaRuntime is the session's runtime; absent: docker.runtime.
+	metaRuntime = "runtime"
 )
 
 func limitsMeta(l Limits) map[string]string {
 	return map[string]string{
-		metaMemory: strconv.FormatInt(l.Memory, 10),
-		metaCPUs:   strconv.FormatFloat(l.CPUs, 'g', -1, 64),
-		metaPids:   strconv.FormatInt(l.Pids, 10),
+		metaMemory:  strconv.FormatInt(l.Memory, 10),
+		metaCPUs:    strconv.FormatFloat(l.CPUs, 'g', -1, 64),
+		metaPids:    strconv.FormatInt(l.Pids, 10),
+		metaRuntime: l.Runtime,
 	}
 }
 
@@ -80,6 +83,9 @@ func (e *Executor) recordLimits(m map[string]string) Limits {
 	}
 	if v, err := strconv.ParseInt(m[metaPids], 10, 64); err == nil && v > 0 {
 		lim.Pids = v
+	}
+	if v, ok := m[metaRuntime]; ok {
+		lim.Runtime = v
 	}
 	return lim
 }

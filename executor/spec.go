@@ -102,13 +102,21 @@ type Limits struct {
 	CPUs float64
 	// Pids caps processes and threads (docker.pids_limit).
 	Pids int64
+	// Runtime is the runtime the sandbox runs under (not a resource
+	// limit, but like one it is fixed when the sandbox starts, and a
+	// pooled sandbox serves only calls of its own): "" is docker.runtime.
+	// Request.Runtime sets it.
+	Runtime string
 }
 
 // resolveLimits fills zero fields of req from the config and refuses values
 // above it (or negative), naming the maximum and the config key. A config
 // value of zero means "no maximum".
 func resolveLimits(d config.Docker, req Limits) (Limits, error) {
-	out := Limits{Timeout: d.Timeout.D(), Memory: int64(d.MemoryLimit), CPUs: d.CPULimit, Pids: d.PidsLimit}
+	out := Limits{Timeout: d.Timeout.D(), Memory: int64(d.MemoryLimit), CPUs: d.CPULimit, Pids: d.PidsLimit, Runtime: d.Runtime}
+	if req.Runtime != "" {
+		out.Runtime = req.Runtime
+	}
 	if req.Timeout < 0 || req.Memory < 0 || req.CPUs < 0 || req.Pids < 0 || math.IsNaN(req.CPUs) {
 		return Limits{}, fmt.Errorf("%w: limits must not be negative (got timeout %s, memory %d, cpus %g, pids %d)",
 			ErrLimitExceeded, req.Timeout, req.Memory, req.CPUs, req.Pids)
@@ -191,7 +199,8 @@ func (m sandboxMeta) labels() map[string]string {
 func (e *Executor) helperSpec(kind string) backend.Spec {
 	meta := sandboxMeta{Kind: kind, Instance: e.instance, PID: e.pid, Host: e.host, Created: time.Now()}
 	e.self.stamp(&meta)
-	return sandboxSpec(e.config().Docker, Limits{Memory: 16 << 20, CPUs: 0.1, Pids: 4}, meta)
+	d := e.config().Docker
+	return sandboxSpec(d, Limits{Memory: 16 << 20, CPUs: 0.1, Pids: 4, Runtime: d.Runtime}, meta)
 }
 
 // sandboxSpec is one sandbox for any backend: a pure function from the
@@ -246,7 +255,7 @@ func sandboxSpec(d config.Docker, lim Limits, meta sandboxMeta) backend.Spec {
 		WorkspaceBytes:  int64(d.WorkspaceSize),
 		ReadOnlyRoot:    d.ReadOnly,
 		NetworkDisabled: d.NetworkDisabled,
-		Runtime:         d.Runtime,
+		Runtime:         lim.Runtime,
 	}
 	if meta.Packages != "" {
 		spec.Volumes = []backend.Volume{{Name: meta.Packages, Path: PackagesDir, ReadOnly: true, Labels: volumeLabels(meta)}}

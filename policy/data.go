@@ -160,7 +160,14 @@ func configData(cfg config.Config) (map[string]any, Limits, error) {
 		"blocked_calls":   listRegex("blocked_calls", blockedCalls),
 	}
 
+	runtimes, runtimeKeys := cfg.SandboxRuntimes()
+	allowedRuntimes := make(map[string]any, len(runtimes))
+	for _, r := range runtimes {
+		allowedRuntimes[r] = true
+	}
+
 	return map[string]any{
+		"runtimes":              map[string]any{"default": runtimes[0], "allowed": allowedRuntimes, "keys": runtimeKeys},
 		"profile":               profile,
 		"regex":                 regex,
 		"allowed_modules":       allowedModules,

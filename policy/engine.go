@@ -44,6 +44,10 @@ type Engine struct {
 	allowedModules, blockedModules, blockedCalls []string
 	// configured is the capability ceiling the configuration gives.
 	configured Capabilities
+	// runtimes are the runtimes a decision may name, the default first
+	// (config.SandboxRuntimes); runtimeKeys their config keys.
+	runtimes    []string
+	runtimeKeys string
 	// quotas are the configured quotas, the ceiling of every principal's;
 	// quotasQuery evaluates one principal's, kept in quotaCache.
 	quotas      Quotas
@@ -94,6 +98,7 @@ func LoadFS(ctx context.Context, cfg config.Config, fsys fs.FS) (*Engine, error)
 	if err != nil {
 		return nil, err
 	}
+	runtimes, runtimeKeys := cfg.SandboxRuntimes()
 	lists := func(key string) []string {
 		l := data[key].([]any)
 		out := make([]string, len(l))
@@ -174,6 +179,7 @@ func LoadFS(ctx context.Context, cfg config.Config, fsys fs.FS) (*Engine, error)
 	}
 	data["capability_packages"] = rulePackages(parsed, "capability_denied")
 	data["quota_packages"] = rulePackages(parsed, "quota_max")
+	data["runtime_packages"] = rulePackages(parsed, "runtime")
 	// One compiler for both queries: the modules are compiled once.
 	compiler := ast.NewCompiler().WithDefaultRegoVersion(ast.RegoV1).WithUseTypeCheckAnnotations(true)
 	derived, err := derive(ctx, compiler, parsed, data)
@@ -214,7 +220,7 @@ func LoadFS(ctx context.Context, cfg config.Config, fsys fs.FS) (*Engine, error)
 	e := &Engine{query: pq, max: max, policy: cfg.Policy, maxCode: int(cfg.Limits.MaxCodeBytes),
 		maxExpr: cfg.Limits.MaxExpressionTokens, modules: names,
 		allowedModules: lists("allowed_modules"), blockedModules: blockedModules, blockedCalls: lists("blocked_calls"),
-		configured: derived.configured, quotasQuery: qq, quotas: configuredQuotas(cfg), quotaCache: map[string]Quotas{}}
+		configured: derived.configured, runtimes: runtimes, runtimeKeys: runtimeKeys, quotasQuery: qq, quotas: configuredQuotas(cfg), quotaCache: map[string]Quotas{}}
 	// One evaluation now, so a policy without data.pydocker.decision (or
 	// one that fails on a plain input) is a load error, not a failure of
 	// the first request.
@@ -260,6 +266,24 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 	d.Calls.Blocked = append([]string{}, e.blockedCalls...)
 	d.Capabilities = within(d.Capabilities, e.configured)
 	obj, _ := rs[0].Expressions[0].Value.(map[string]any)
+	d.Runtime = e.runtimes[0]
+	if rt, ok := obj["runtime"]; ok {
+		name, isString := rt.(string)
+		if !isString {
+			name = fmt.Sprint(rt) // not a name: denied below
+		}
+		d.Runtime = name
+	}
+	if !slices.Contains(e.runtimes, d.Runtime) {
+		// The rules deny this (runtime.invalid); this keeps the engine's
+		// promise without them: a decision never names a runtime the
+		// configuration does not have, and never falls back to another.
+		d.Allow = false
+		d.Violations = append(d.Violations, Violation{Rule: "runtime.invalid",
+			Msg: fmt.Sprintf("the decision names runtime %q, which is not configured (%s)", d.Runtime, e.runtimeKeys)})
+		sortViolations(d.Violations)
+		d.Runtime = ""
+	}
 	d.Quotas = e.withinQuotas(obj["quotas"])
 	return d, nil
 }

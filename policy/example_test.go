@@ -14,6 +14,7 @@ import (
 func TestExamplePolicy(t *testing.T) {
 	cfg := config.Default()
 	cfg.Policy.Paths = []string{"../examples/policy"}
+	cfg.Docker.Runtimes = []string{"runsc"} // gvisor.rego sends untrusted principals there
 	e := load(t, cfg, nil)
 
 	opens := run(analyze.Facts{Calls: []analyze.Call{call("open", 3), call("io.open", 4), call("print", 5)}})
@@ -63,6 +64,31 @@ func TestExamplePolicy(t *testing.T) {
 	in.Principal = Principal{Sub: "alice", Scopes: []string{"python:net", "python:processes"}}
 	if got := decide(t, load(t, cfg, nil), in).Capabilities.Sockets; len(got) != 0 {
 		t.Errorf("python:net with socket blocked: sockets %v, want none", got)
+	}
+
+	// gvisor.rego: authenticated principals run under runsc unless trusted;
+	// without runsc configured their calls are denied.
+	for _, tt := range []struct {
+		sub    string
+		scopes []string
+		want   string
+	}{
+		{"alice", []string{"python:files"}, "runsc"},
+		{"alice", []string{"python:trusted"}, ""},
+		{"", nil, ""},
+	} {
+		in := run(analyze.Facts{})
+		in.Principal = Principal{Sub: tt.sub, Scopes: tt.scopes}
+		if d := decide(t, e, in); !d.Allow || d.Runtime != tt.want {
+			t.Errorf("%q %v: allow %v, runtime %q; want allowed, %q (%+v)", tt.sub, tt.scopes, d.Allow, d.Runtime, tt.want, d.Violations)
+		}
+	}
+	bare := config.Default()
+	bare.Policy.Paths = cfg.Policy.Paths
+	in = run(analyze.Facts{})
+	in.Principal = Principal{Sub: "alice"}
+	if d := decide(t, load(t, bare, nil), in); d.Allow || len(d.Violations) != 1 || d.Violations[0].Rule != "runtime.invalid" {
+		t.Errorf("untrusted principal without runsc configured: %+v, want denied by runtime.invalid", d)
 	}
 
 	for _, m := range e.Modules() {

@@ -92,6 +92,9 @@ type LogEntry struct {
 	Violations []Violation `json:"violations"`
 	// Package is the requested package of install-package.
 	Package *Package `json:"package,omitempty"`
+	// Runtime is the decision's runtime when it is not the daemon's or
+	// cluster's default (""), e.g. "runsc".
+	Runtime string `json:"runtime,omitempty"`
 	// CodeSHA256 is the hex SHA-256 of the code (Input.Code.Source).
 	CodeSHA256 string `json:"code_sha256,omitempty"`
 	// Code is the code itself, only with policy.decision_log_code.
@@ -111,6 +114,7 @@ func (g *Gate) write(ctx context.Context, p config.Policy, in Input, d Decision)
 		Allow:      d.Allow,
 		Violations: d.Violations,
 		Package:    in.Package,
+		Runtime:    d.Runtime,
 	}
 	if in.Language != "" && in.Language != "python" {
 		entry.Language = in.Language

@@ -187,6 +187,12 @@ type Decision struct {
 	// Quotas are the principal's quotas, one for each Quota* name; never
 	// above the configuration. The server enforces them.
 	Quotas Quotas `json:"quotas"`
+	// Runtime is the runtime the call's sandbox runs under: a Docker
+	// runtime (e.g. "runsc") or a Kubernetes RuntimeClass (e.g. "gvisor"),
+	// the one an operator rule chose (a `runtime` rule, e.g. untrusted
+	// principals -> runsc) or else the configured default; always one of
+	// config.SandboxRuntimes ("" is the daemon's or cluster's default).
+	Runtime string `json:"runtime"`
 }
 
 // The quotas a Decision carries (cmd/python-docker-mcp/README.md, "Quotas").

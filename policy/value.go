@@ -272,6 +272,12 @@ func violations(v any) []Violation {
 		}
 		out = append(out, Violation{Rule: rule, Msg: msg, Line: int(number(o["line"])), Col: int(number(o["col"]))})
 	}
+	sortViolations(out)
+	return out
+}
+
+// sortViolations sorts by line, column, rule and message.
+func sortViolations(out []Violation) {
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
 		if a.Line != b.Line {
@@ -285,7 +291,6 @@ func violations(v any) []Violation {
 		}
 		return a.Msg < b.Msg
 	})
-	return out
 }
 
 func number(v any) float64 {

@@ -7,8 +7,56 @@
 #   evaluates data.pydocker.decision once per request.
 package pydocker
 
+import data.pydocker.lib
+
 violations contains v if {
 	some v in data.pydocker.rules[_].deny
+}
+
+# The runtime the call's sandbox runs under (executor/README.md, "gVisor"):
+# an operator rules package may define `runtime` (e.g. runtime := "runsc"
+# if the principal is not trusted); without one, the configured default
+# (docker.runtime or kubernetes.runtime_class). Packages that disagree, or
+# a runtime the configuration does not list, deny the call: the sandbox
+# never silently runs under another runtime than a rule asked for. The
+# engine lists the packages that define runtime in
+# data.pydocker.config.runtime_packages; without that list every package
+# is visited.
+runtimes_asked contains r if {
+	not data.pydocker.config.runtime_packages
+	r := data.pydocker.rules[_].runtime
+}
+
+runtimes_asked contains r if {
+	some p in data.pydocker.config.runtime_packages
+	r := data.pydocker.rules[p].runtime
+}
+
+default runtime := ""
+
+runtime := r if {
+	count(runtimes_asked) == 1
+	some r in runtimes_asked
+	data.pydocker.config.runtimes.allowed[r]
+} else := data.pydocker.config.runtimes.default
+
+violations contains v if {
+	count(runtimes_asked) > 1
+	v := lib.violation(
+		"runtime.conflict",
+		sprintf("the policy's rules ask for different runtimes %v; make them agree", [sort(runtimes_asked)]),
+		{},
+	)
+}
+
+violations contains v if {
+	some r in runtimes_asked
+	not data.pydocker.config.runtimes.allowed[r]
+	v := lib.violation(
+		"runtime.invalid",
+		sprintf("the policy asks for runtime %q, which is not configured (%s); add it there or change the rule", [r, data.pydocker.config.runtimes.keys]),
+		{},
+	)
 }
 
 warnings contains v if {
@@ -85,4 +133,5 @@ decision := {
 	"warnings": warnings,
 	"capabilities": capabilities,
 	"quotas": quotas,
+	"runtime": runtime,
 }

@@ -10,8 +10,10 @@ conf := {
 	# The packages that define capability_denied (the engine lists them):
 	# none, so operator rules loaded beside these tests do not count.
 	"capability_packages": [],
-	# Likewise for quota_max.
+	# Likewise for quota_max and runtime.
 	"quota_packages": [],
+	"runtime_packages": [],
+	"runtimes": {"default": "", "allowed": {"": true, "runsc": true}, "keys": "docker.runtime, docker.runtimes"},
 	"quotas": {
 		"sandboxes": {"max": 8, "key": "quotas.sandboxes"},
 		"sessions": {"max": 5, "key": "sessions.max_per_owner"},
@@ -39,7 +41,7 @@ test_allow if {
 	}, "quotas": {
 		"sandboxes": {"max": 8, "key": "quotas.sandboxes"},
 		"sessions": {"max": 5, "key": "sessions.max_per_owner"},
-	}}
+	}, "runtime": ""}
 }
 
 # Operator rules tighten the configured capabilities, per class or per
@@ -133,4 +135,47 @@ test_quotas_every_package_read_without_the_list if {
 	d := pydocker.decision with input as code([], []) with data.pydocker.config as c
 		with data.pydocker.rules.op.quota_max as {"sandboxes": 1}
 	d.quotas.sandboxes.max == 1
+}
+
+# A rules package chooses the runtime; without one the configured default
+# applies.
+test_runtime_chosen_by_a_rule if {
+	c := json.patch(conf, [{"op": "replace", "path": "/runtime_packages", "value": ["sandboxing"]}])
+	d := pydocker.decision with input as code([], []) with data.pydocker.config as c
+		with data.pydocker.rules.sandboxing.runtime as "runsc"
+	d.allow
+	d.runtime == "runsc"
+}
+
+test_runtime_default if {
+	c := json.patch(conf, [{"op": "replace", "path": "/runtimes/default", "value": "runsc"}])
+	d := pydocker.decision with input as code([], []) with data.pydocker.config as c
+	d.runtime == "runsc"
+}
+
+# Without the engine's list of packages, every package is visited.
+test_runtime_without_package_list if {
+	c := json.remove(conf, ["runtime_packages"])
+	d := pydocker.decision with input as code([], []) with data.pydocker.config as c
+		with data.pydocker.rules.sandboxing.runtime as "runsc"
+	d.runtime == "runsc"
+}
+
+test_runtime_conflict if {
+	c := json.patch(conf, [{"op": "replace", "path": "/runtime_packages", "value": ["a", "b"]}])
+	d := pydocker.decision with input as code([], []) with data.pydocker.config as c
+		with data.pydocker.rules.a.runtime as "runsc"
+		with data.pydocker.rules.b.runtime as ""
+	not d.allow
+	{v.rule | some v in d.violations} == {"runtime.conflict"}
+	d.runtime == ""
+}
+
+test_runtime_invalid if {
+	c := json.patch(conf, [{"op": "replace", "path": "/runtime_packages", "value": ["a"]}])
+	d := pydocker.decision with input as code([], []) with data.pydocker.config as c
+		with data.pydocker.rules.a.runtime as "kata"
+	not d.allow
+	[v.msg | some v in d.violations] == ["the policy asks for runtime \"kata\", which is not configured (docker.runtime, docker.runtimes); add it there or change the rule"]
+	d.runtime == ""
 }

@@ -125,6 +125,13 @@ func (b *Backend) newHolder(ctx context.Context, spec backend.Spec) (string, err
 	spec.Env = []string{"PATH=/usr/bin:/bin"}
 	spec.Volumes = nil
 	spec.JoinNetwork = ""
+	// A holder runs no user code, only `read`: it runs under the daemon's
+	// default runtime whatever docker.runtime says (under runsc, with a
+	// helper's 16 MiB and 4 pids, it did not start), and sandboxes of any
+	// runtime join it (gVisor with --network=none keeps its own
+	// loopback-only network stack inside the sandbox and uses none of the
+	// namespace's).
+	spec.Runtime = ""
 	cfg, host := ContainerConfig(spec)
 	cfg.AttachStdout, cfg.AttachStderr = false, false
 	created, err := b.api.ContainerCreate(context.WithoutCancel(ctx), client.ContainerCreateOptions{Config: cfg, HostConfig: host})

@@ -178,3 +178,14 @@ func Reachable() *Daemon {
 	}
 	return &Daemon{cli}
 }
+
+// HasRuntime says whether the daemon has the OCI runtime name registered
+// (e.g. "runsc"); err when the daemon did not answer.
+func (d *Daemon) HasRuntime(ctx context.Context, name string) (bool, error) {
+	info, err := d.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return false, err
+	}
+	_, ok := info.Info.Runtimes[name]
+	return ok, nil
+}

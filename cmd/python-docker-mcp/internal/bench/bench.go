@@ -85,6 +85,7 @@ type benchOptions struct {
 	BurstSizes  []int         // calls issued at once
 	Bursts      int           // bursts per size
 	BurstPause  time.Duration // pause before each burst
+	Runtimes    []string      // runtimes measured beside the default (scRuntimes)
 }
 
 func (o benchOptions) has(s string) bool { return slices.Contains(o.Scenarios, s) }
@@ -115,6 +116,7 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 	fs.IntVar(&o.Bursts, "bursts", 5, "bursts per size")
 	fs.DurationVar(&o.BurstPause, "burst-pause", 5*time.Second, "pause before each burst")
 	scen := fs.String("scenarios", "all", "comma-separated scenarios: all or "+strings.Join(allScenarios, ","))
+	runtimes := fs.String("runtimes", "", "comma-separated OCI runtimes (e.g. runsc) measured beside the default one: cold, pooled and session calls")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -155,6 +157,14 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 	if o.Scenarios, err = parseScenarios(*scen); err != nil {
 		return o, err
 	}
+	for _, r := range strings.Split(*runtimes, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			o.Runtimes = append(o.Runtimes, r)
+		}
+	}
+	if len(o.Runtimes) > 0 && !o.has(scRuntimes) {
+		o.Scenarios = append(o.Scenarios, scRuntimes)
+	}
 	return o, nil
 }
 
@@ -186,14 +196,14 @@ func parseScenarios(s string) ([]string, error) {
 			for _, a := range allScenarios {
 				want[a] = true
 			}
-		case slices.Contains(allScenarios, f):
+		case slices.Contains(allScenarios, f) || f == scRuntimes:
 			want[f] = true
 		default:
 			return nil, fmt.Errorf("-scenarios: unknown scenario %q (want all or some of %s)", f, strings.Join(allScenarios, ","))
 		}
 	}
 	var out []string
-	for _, a := range allScenarios {
+	for _, a := range append(slices.Clone(allScenarios), scRuntimes) {
 		if want[a] {
 			out = append(out, a)
 		}
@@ -302,6 +312,7 @@ type benchReport struct {
 	Cost        []costClass        `json:"cost"`        // per kind of fresh sandbox
 	Floor       *floorBound        `json:"floor"`       // what the cost scenario's empty container allows
 	Bursts      []burstLevel       `json:"bursts"`      // per burst size
+	Runtimes    []runtimeRow       `json:"runtimes"`    // per OCI runtime (-runtimes)
 	Goals       []goal             `json:"goals"`       // the warm-pool issue's goals
 	Notes       []string           `json:"notes"`       // how things were measured
 	LeftBehind  int                `json:"left_behind"` // this run's containers still present after the server exited
@@ -448,6 +459,7 @@ func printBenchUsage(w io.Writer) {
 		{"-burst-sizes LIST", "8,16", "calls issued at once per burst"},
 		{"-bursts N", "5", "bursts per size"},
 		{"-burst-pause D", "5s", "pause before each burst"},
+		{"-runtimes LIST", "", "OCI runtimes (e.g. runsc) measured beside the default: cold, pooled and session print(1)"},
 		{"-json", "", "print the report as JSON"},
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -496,7 +508,23 @@ func (b *bencher) run(ctx context.Context) (rep *benchReport, err error) {
 			return rep, err
 		}
 	}
-	needServer := slices.ContainsFunc(b.opts.Scenarios, func(s string) bool { return s != scDockerRun && s != scCost })
+	needServer := slices.ContainsFunc(b.opts.Scenarios, func(s string) bool { return s != scDockerRun && s != scCost && s != scRuntimes })
+	switch {
+	case !needServer: // only cost, baseline or runtimes: no latency scenario
+	case b.opts.Interval > 0:
+		rep.Notes = append(rep.Notes, fmt.Sprintf("latency scenarios pause %v between calls", b.opts.Interval))
+	default:
+		rep.Notes = append(rep.Notes, "latency scenarios issue calls back to back (-interval 0)")
+		if b.cfg.Pool.Enabled {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("back-to-back transient calls can empty the warm pool (pool.size=%d) faster than it refills; -interval spaces them to measure a call that finds a sandbox waiting", b.cfg.Pool.Size))
+		}
+	}
+
+	if b.opts.has(scRuntimes) { // servers of its own, before the main one
+		if err := b.runtimesScenario(ctx, rep); err != nil {
+			return rep, err
+		}
+	}
 	if needServer {
 		if err := b.startServer(ctx); err != nil {
 			return nil, err
@@ -511,15 +539,6 @@ func (b *bencher) run(ctx context.Context) (rep *benchReport, err error) {
 		}()
 		rep.Notes = append(rep.Notes, fmt.Sprintf("client: official go-sdk (github.com/modelcontextprotocol/go-sdk) over stdio to this binary (pid %d); latency is measured around CallTool", b.serverPID))
 	}
-	if b.opts.Interval > 0 {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("latency scenarios pause %v between calls", b.opts.Interval))
-	} else {
-		rep.Notes = append(rep.Notes, "latency scenarios issue calls back to back (-interval 0)")
-		if b.cfg.Pool.Enabled {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("back-to-back transient calls can empty the warm pool (pool.size=%d) faster than it refills; -interval spaces them to measure a call that finds a sandbox waiting", b.cfg.Pool.Size))
-		}
-	}
-
 	if b.opts.has(scTransient) {
 		if err := b.latencyScenario(ctx, rep, keyTransient, "execute-transient", printCode, printWant); err != nil {
 			return rep, err
@@ -1124,6 +1143,7 @@ func printReport(w io.Writer, rep *benchReport) {
 	}
 
 	printCapacity(w, rep)
+	printRuntimes(w, rep)
 
 	if len(rep.Throughput) > 0 {
 		rows := [][]string{{"throughput, transient print(1)", "calls", "errors", "seconds", "calls/s", "p50 ms", "p99 ms"}}
@@ -1145,7 +1165,7 @@ func printReport(w io.Writer, rep *benchReport) {
 		fmt.Fprintln(w)
 	}
 
-	if len(rep.Goals) > 0 {
+	if slices.ContainsFunc(rep.Goals, func(g goal) bool { return g.Measured != nil }) {
 		rows := [][]string{{"goal", "target", "measured", "verdict"}}
 		for _, g := range rep.Goals {
 			m, verdict := "-", "not measured"

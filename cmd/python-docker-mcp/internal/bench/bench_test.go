@@ -96,6 +96,12 @@ func TestParseBenchArgs(t *testing.T) {
 			return o
 		}()},
 		{[]string{"-scenarios", "docker-run,all"}, defaults},
+		{[]string{"-scenarios", "transient", "-runtimes", "runsc, kata"}, func() benchOptions {
+			o := defaults
+			o.Scenarios, o.Runtimes = []string{scTransient, scRuntimes}, []string{"runsc", "kata"}
+			return o
+		}()},
+		{[]string{"-scenarios", "runtimes"}, func() benchOptions { o := defaults; o.Scenarios = []string{scRuntimes}; return o }()},
 		{[]string{"-burst-sizes", "4,32", "-bursts", "2", "-burst-pause", "0s", "-cost-n", "1"}, func() benchOptions {
 			o := defaults
 			o.BurstSizes, o.Bursts, o.BurstPause, o.CostN = []int{4, 32}, 2, 0, 1
@@ -284,5 +290,13 @@ func TestFloorBound(t *testing.T) {
 	rep.Cost = rep.Cost[:1]
 	if f := newFloorBound(rep); f != nil {
 		t.Errorf("no floor row: got %+v, want nil", f)
+	}
+}
+
+func TestWithSets(t *testing.T) {
+	got := withSets([]string{"--config", "c.yaml", "--set", "docker.runtime=x", "serve"}, "docker.runtime=runsc", "pool.enabled=false")
+	want := []string{"--config", "c.yaml", "--set", "docker.runtime=x", "--set", "docker.runtime=runsc", "--set", "pool.enabled=false", "serve"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("withSets (-want +got):\n%s", diff)
 	}
 }

@@ -367,6 +367,10 @@ func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, tool, lan
 			PTY:        dec.Capabilities.PTY,
 			NativeCode: dec.Capabilities.NativeCode,
 		},
+		// The runtime the policy chose (e.g. runsc for an untrusted
+		// principal); the executor never hands the call a sandbox of
+		// another.
+		Runtime:  dec.Runtime,
 		Progress: progress,
 	}
 	var res *executor.Result
