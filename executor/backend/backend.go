@@ -316,6 +316,13 @@ type Backend interface {
 	State(ctx context.Context, id string) (State, error)
 }
 
+// Pinger is implemented by backends that can say whether what runs their
+// sandboxes answers now (the Kubernetes API server): the server's
+// readiness (/healthz) asks it. An error wraps ErrUnavailable.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
 // Liveness is implemented by backends on which several servers share one
 // set of sandboxes and cannot see each other's processes (replicas of a
 // Kubernetes Deployment): each server holds a record of its own that it

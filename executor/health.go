@@ -1,0 +1,33 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/moby/moby/client"
+
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+)
+
+// Instance is this executor's instance id: 16 hex digits, random per
+// process, carried by its sandboxes' python-docker-mcp.instance label and,
+// on Kubernetes, by its Lease (pdm-server-<instance>) and the holder of the
+// session records it holds.
+func (e *Executor) Instance() string { return e.instance }
+
+// Ping says whether what runs the sandboxes answers now: the backend's own
+// check (backend.Pinger: the Kubernetes API server), else the Docker
+// daemon; nil on a backend with neither (a test's fake). An error wraps
+// ErrDockerUnavailable (backend.ErrUnavailable). The server's /healthz
+// calls it. Safe for concurrent use.
+func (e *Executor) Ping(ctx context.Context) error {
+	if p, ok := e.be.(backend.Pinger); ok {
+		return p.Ping(ctx)
+	}
+	if e.docker != nil {
+		if _, err := e.docker.Ping(ctx, client.PingOptions{}); err != nil {
+			return fmt.Errorf("%w: the Docker daemon does not answer: %v", ErrDockerUnavailable, err)
+		}
+	}
+	return nil
+}
