@@ -84,6 +84,15 @@ type Request struct {
 	// caller can send progress notifications. It is called on the calling
 	// goroutine and must not block.
 	Progress func(message string)
+	// IdempotencyKey is the client's key for this call ("" = none). On a
+	// backend whose sessions are shared between servers (Kubernetes), a
+	// Persistent call into an existing session records it in the
+	// session's record before it runs, and a call whose key the record
+	// already holds is not run again: it fails with ErrAlreadyRan, or
+	// ErrOutcomeUnknown when the server that ran it died mid-call. Only
+	// the last keyed call of a session is remembered. Elsewhere unused
+	// (the server answers retries on the same process itself).
+	IdempotencyKey string
 }
 
 func (r Request) progress(msg string) {

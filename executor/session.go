@@ -302,6 +302,11 @@ func (e *Executor) Persistent(ctx context.Context, sessionID string, req Request
 		lim.Memory, lim.CPUs, lim.Pids = s.lim.Memory, s.lim.CPUs, s.lim.Pids
 	}
 	defer e.release(s, true)
+	if sessionID != "" && req.IdempotencyKey != "" {
+		if err := e.claimCall(ctx, s, req.Owner, req.IdempotencyKey); err != nil {
+			return nil, s.id, err
+		}
+	}
 
 	if sessionID == "" {
 		if sb := e.spool().take(s.lim, nil, s.owner); sb != nil {
