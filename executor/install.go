@@ -312,7 +312,7 @@ func (e *Executor) Installed(owner, sessionID string) (int, error) {
 // concurrent use.
 func (e *Executor) Install(ctx context.Context, req InstallRequest) (*InstallResult, error) {
 	if e.docker == nil {
-		return nil, fmt.Errorf("%w: install-package needs the docker backend (package volumes are Docker-only); preinstall packages in the sandbox image instead (image.packages)", ErrInvalidRequest)
+		return nil, fmt.Errorf("%w: install-package needs the docker backend (package volumes are Docker-only); on Kubernetes, packages come with the sandbox image (docker.image) the nodes run", ErrInvalidRequest)
 	}
 	if err := checkRequirement(req.Name, req.Specifier); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)

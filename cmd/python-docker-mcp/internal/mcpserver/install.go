@@ -8,6 +8,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor"
 	"github.com/python-docker-mcp/python-docker-mcp/policy"
 )
@@ -101,6 +102,10 @@ func (s *Server) installPackage(ctx context.Context, req mcp.CallToolRequest, ar
 	if s.d.Installer == nil {
 		return toolError("install-package is not available in this server: it was started without a package installer. "+
 			"Use what the sandbox image provides: "+imagePackages(s.d.Config())+".",
+			installOut{Package: name, SessionID: sessionID, Status: "unavailable", Violations: []policy.Violation{}}), nil
+	}
+	if cfg := s.d.Config(); cfg.Backend == "kubernetes" {
+		return toolError(kubernetesInstall(cfg),
 			installOut{Package: name, SessionID: sessionID, Status: "unavailable", Violations: []policy.Violation{}}), nil
 	}
 	out := installOut{Package: name, SessionID: sessionID, Violations: []policy.Violation{}}
@@ -198,4 +203,13 @@ func (s *Server) installFailure(out installOut, err error) *mcp.CallToolResult {
 	}
 	out.Message = msg
 	return toolError(msg, out)
+}
+
+// kubernetesInstall says why install-package refuses on the Kubernetes
+// backend and what is there instead.
+func kubernetesInstall(cfg config.Config) string {
+	return "install-package is not available on this server: its sandboxes are Kubernetes Pods, which get no package volume the server could fill at run time " +
+		"(backend: kubernetes), so nothing was installed. Use what the sandbox image " + cfg.Docker.Image + " provides: " + imagePackages(cfg) +
+		". More packages come with a sandbox image that has them, which the operator builds and makes available to the nodes " +
+		"(see executor/kubernetes/README.md, Packages)."
 }
