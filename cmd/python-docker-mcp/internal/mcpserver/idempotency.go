@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -201,7 +202,14 @@ func (s *Server) idempotent(next server.ToolHandlerFunc) server.ToolHandlerFunc 
 			s.d.Logger.Info("a retried call was answered with its first attempt's result; not run again", "tool", req.Params.Name, "idempotency_key", key)
 			return replayed(c.res, key), c.err
 		}
+		finished := false
+		defer func() {
+			if !finished { // next panicked: its retries must not wait forever
+				s.memo.finish(c, nil, errors.New("the first attempt of this call failed inside the server; send it with a new idempotency key"), false, time.Now())
+			}
+		}()
 		res, err := next(context.WithValue(ctx, idemCtxKey{}, key), req)
+		finished = true
 		// A transient call whose client went away ran in a sandbox that
 		// is gone with everything it did: its retry may run it anew.
 		// Anything else may have changed a session: a retry gets this
