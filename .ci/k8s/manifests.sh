@@ -68,9 +68,12 @@ pod["spec"]["nodeName"] = "localhost"
 exec(sys.argv[2] if len(sys.argv) > 2 else "")
 json.dump(pod, sys.stdout)' "$@"
 }
+logsOf() { # pod: the current container's log, else the last one's (after a crash)
+  kc -n $NS logs $1 2>/dev/null || kc -n $NS logs --previous $1 2>/dev/null || true
+}
 waitLog() { # pod pattern seconds
   for i in $(seq $3); do
-    kc -n $NS logs $1 2>/dev/null | grep -q "$2" && return 0
+    logsOf $1 | grep -q "$2" && return 0
     sleep 1
   done
   return 1
@@ -81,7 +84,7 @@ podFromTemplate pdm-manifests-a | kc create -f -
 st=
 for i in $(seq 120); do
   st=$(kc -n $NS get pod pdm-manifests-a -o jsonpath='{.status.containerStatuses[0].state}' 2>/dev/null || true)
-  case "$st" in *running*|*terminated*) break ;; *ErrImage*|*ImagePull*|*CreateContainerConfigError*) break ;; esac
+  case "$st" in *running*|*terminated*|*CrashLoopBackOff*) break ;; *ErrImage*|*ImagePull*|*CreateContainerConfigError*) break ;; esac
   sleep 1
 done
 echo "A: container state: $st"
@@ -89,11 +92,12 @@ case "$st" in *ErrImage*|*ImagePull*) fail "A: the image $IMG of the Deployment 
 waitLog pdm-manifests-a "config loaded" 60 && pass "A: the server started from $IMG as written and loaded the ConfigMap's config" || fail "A: no 'config loaded' in the log"
 sleep 5
 echo "A: the server's log (as written, on a node whose Pods have no network):"
-kc -n $NS logs pdm-manifests-a 2>&1 | sed 's/^/  | /' | head -20
+logsOf pdm-manifests-a | sed 's/^/  | /' | head -20
 kc -n $NS get pod pdm-manifests-a -o jsonpath='{range .status.containerStatuses[*]}A: restarts {.restartCount}, last state {.lastState}, state {.state}{"\n"}{end}' || true
-if kc -n $NS logs pdm-manifests-a 2>&1 | grep -q "cannot start the executor"; then
+if logsOf pdm-manifests-a | grep -q "cannot start the executor"; then
   echo "A: as expected here: the server Pod cannot reach the API server at its in-cluster address (no pod network on this node)"
 fi
+echo "A: the Pod's events:"; kc -n $NS describe pod pdm-manifests-a | sed -n '/^Events:/,$p' | sed 's/^/  | /' | tail -12
 kc -n $NS delete pod pdm-manifests-a --grace-period=1 --wait=false >/dev/null
 
 # ---- B: the same template, reaching the API server of this node ----
@@ -113,8 +117,8 @@ if waitLog pdm-manifests-b "serving MCP over Streamable HTTP" 120; then
 else
   fail "B: the server did not start serving"
 fi
-kc -n $NS logs pdm-manifests-b 2>&1 | sed 's/^/  | /' | head -20
-kc -n $NS logs pdm-manifests-b 2>&1 | grep -q 'server started.*instance=[0-9a-f]\{16\}' && pass "B: the log names the instance id" || fail "B: no instance id in the log"
+logsOf pdm-manifests-b | sed 's/^/  | /' | head -20
+logsOf pdm-manifests-b | grep -q 'server started.*instance=[0-9a-f]\{16\}' && pass "B: the log names the instance id" || fail "B: no instance id in the log"
 U=http://127.0.0.1:$PORT
 [ "$(curl -s -o /dev/null -w '%{http_code}' $U/livez)" = 200 ] && pass "B: /livez 200" || fail "B: /livez"
 [ "$(curl -s -o /dev/null -w '%{http_code}' $U/healthz)" = 200 ] && pass "B: /healthz 200 with the API server up" || fail "B: /healthz"
