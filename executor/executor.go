@@ -187,6 +187,13 @@ type Result struct {
 	Integrity       string  `json:"integrity,omitempty"`
 	IntegrityReason string  `json:"integrity_reason,omitempty"`
 	IdleCPUMS       float64 `json:"idle_cpu_ms,omitempty"`
+	// Interrupted (persistent, on a backend whose sessions are shared
+	// between servers) names the server that died during an earlier call
+	// into this session, which this call's server took the session over
+	// from: that call may have run, in whole or in part, so the session's
+	// state may hold its effects. Reported once, by the first call that
+	// runs after the takeover.
+	Interrupted string `json:"interrupted,omitempty"`
 }
 
 // RunError, Dropped and Image are the runner protocol's (see package

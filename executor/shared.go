@@ -318,6 +318,9 @@ func (e *Executor) lockShared(ctx context.Context, s *session) error {
 	rec := lk.Record()
 	if rec.TakenOver != "" {
 		e.log.Warn("took over a session from a server that stopped mid-call (its hold went stale); that call may have run", "session", s.id, "server", rec.TakenOver)
+		e.mu.Lock()
+		s.interrupted = rec.TakenOver
+		e.mu.Unlock()
 		if c := rec.Meta[metaCall]; c != "" && rec.Meta[metaInterrupted] != c {
 			// A retry of that call with its key learns it may have run.
 			if err := lk.SetMeta(ctx, map[string]string{metaInterrupted: c}); err != nil {

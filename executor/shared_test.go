@@ -176,6 +176,13 @@ func TestSharedSessionTakesOverAStaleHold(t *testing.T) {
 	if err != nil || res.Stdout != "kept\n" {
 		t.Fatalf("call after the hold went stale = %+v, %v; want x kept", res, err)
 	}
+	if res.Interrupted != "dead-replica" {
+		t.Errorf("the call that took the session over: Interrupted %q, want dead-replica (its call may have run)", res.Interrupted)
+	}
+	res, _, err = es[1].Persistent(ctx, id, Request{Owner: "alice", Code: "get x"})
+	if err != nil || res.Interrupted != "" {
+		t.Errorf("the next call: %v, Interrupted %q, want none (reported once)", err, res.Interrupted)
+	}
 }
 
 func TestSharedSessionLostSandboxRestarts(t *testing.T) {

@@ -206,6 +206,9 @@ server:
 		if want := fmt.Sprintf("n = %d", n[s]); res.IsError || !strings.Contains(text(res), want) {
 			t.Errorf("session %s on replica b after a was killed: %q, want %q", s, text(res), want)
 		}
+		if s == s2 && !strings.Contains(text(res), "session.interrupted_call") {
+			t.Errorf("the first call run in %s after the takeover: %q, want a warning that the killed call may have run", s, text(res))
+		}
 	}
 	t.Logf("both sessions answered on replica b %s after replica a was killed mid-call", time.Since(t0).Round(time.Millisecond))
 	for _, s := range []string{s1, s2} {

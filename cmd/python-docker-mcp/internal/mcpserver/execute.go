@@ -465,6 +465,10 @@ func (s *Server) render(owner string, res *executor.Result, dec policy.Decision,
 		Integrity: res.Integrity, IntegrityReason: res.IntegrityReason, IdleCPUMS: res.IdleCPUMS,
 		Warnings: warnings,
 	}.sent()
+	if res.Interrupted != "" {
+		out.Warnings = append(append([]policy.Violation{}, out.Warnings...), policy.Violation{Rule: "session.interrupted_call",
+			Msg: "an earlier call into this session was cut short when its server (" + res.Interrupted + ") stopped, and this server took the session over: that call may have run, in whole or in part, and its effects may be in the session's state"})
+	}
 	if len(res.StateTooLarge) > 0 {
 		parts := make([]string, len(res.StateTooLarge))
 		for i, st := range res.StateTooLarge {

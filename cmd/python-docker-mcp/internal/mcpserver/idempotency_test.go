@@ -224,3 +224,21 @@ func TestCallMemoBounds(t *testing.T) {
 		t.Errorf("a result kept beyond the TTL")
 	}
 }
+
+// TestInterruptedCallIsAWarning: a call that took its session over from a
+// server that died mid-call says that call may have run.
+func TestInterruptedCallIsAWarning(t *testing.T) {
+	h := start(t, config.Default(), "")
+	h.exec.result = executor.Result{Status: "ok", Interrupted: "server-a"}
+	res := h.call(t, ToolExecutePersistent, map[string]any{"session_id": "s1", "code": "n"})
+	ws, _ := structuredOf(t, res)["warnings"].([]any)
+	found := false
+	for _, w := range ws {
+		if m, _ := w.(map[string]any); m["rule"] == "session.interrupted_call" && strings.Contains(m["msg"].(string), "may have run") {
+			found = true
+		}
+	}
+	if res.IsError || !found || !strings.Contains(textOf(res), "may have run") {
+		t.Errorf("result %q, warnings %v; want an ok result warning that the interrupted call may have run", textOf(res), ws)
+	}
+}
