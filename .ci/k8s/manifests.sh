@@ -23,6 +23,8 @@
 #     naming server.public_url, a 401 without a token, and one
 #     execute-transient call with a JWT signed by the key whose public half
 #     the ConfigMap holds.
+#  C. the API server stopped: /healthz 503 and /livez 200; started again
+#     (up.sh): /healthz 200.
 #
 # Usage: .ci/k8s/manifests.sh        (root, Docker; KEEP=1 leaves the node up)
 set -euo pipefail
@@ -141,6 +143,17 @@ t0=$(date +%s.%N)
 out=$(mcp -H "Mcp-Session-Id: $SID" --max-time 300 -d '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute-transient","arguments":{"code":"print(6*7)"}}}')
 echo "B: execute-transient took $(python3 -c "import time; print(round(time.time()-$t0, 1))") s"
 echo "$out" | grep -q '42' && echo "$out" | grep -q '\\"status\\":\\"ok\\"\|"status":"ok"' && pass "B: execute-transient ran in a sandbox Pod" || fail "B: execute-transient: $(echo "$out" | head -c 600)"
+echo "B: its reply: $(echo "$out" | grep -o '"structuredContent":{[^}]*' | head -c 300)"
+# C: the API server stops: /healthz 503 (the replica leaves the Service), /livez stays 200
+kill "$(cat $K/pids/apiserver.pid)"
+for i in $(seq 60); do kill -0 "$(cat $K/pids/apiserver.pid)" 2>/dev/null || break; sleep 0.5; done
+hz=$(curl -s -w ' %{http_code}' --max-time 10 $U/healthz); lz=$(curl -s -o /dev/null -w '%{http_code}' $U/livez)
+[ "${hz##* }" = 503 ] && pass "C: /healthz with the API server stopped: $hz" || fail "C: /healthz with the API server stopped: $hz"
+[ "$lz" = 200 ] && pass "C: /livez with the API server stopped: 200" || fail "C: /livez with the API server stopped: $lz"
+IMAGES="python-docker-mcp-sandbox:latest $IMG" .ci/k8s/up.sh >/dev/null 2>&1
+for i in $(seq 60); do [ "$(curl -s -o /dev/null -w '%{http_code}' $U/healthz)" = 200 ] && break; sleep 1; done
+[ "$(curl -s -o /dev/null -w '%{http_code}' $U/healthz)" = 200 ] && pass "C: /healthz 200 again once the API server is back" || fail "C: /healthz after the API server came back"
+logsOf pdm-manifests-b | grep -E 'healthz' | sed 's/^/  | /'
 kc -n $NS delete pod pdm-manifests-b --grace-period=5 >/dev/null
 echo "manifests.sh: $ok passed, $bad failed"
 [ $bad = 0 ]
