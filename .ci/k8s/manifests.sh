@@ -82,6 +82,7 @@ waitLog() { # pod pattern seconds
 }
 
 # ---- A: one replica as written ----
+kc -n $NS delete pod pdm-manifests-a pdm-manifests-b --ignore-not-found --grace-period=5 >/dev/null   # a run that stopped half way
 podFromTemplate pdm-manifests-a | kc create -f -
 st=
 for i in $(seq 120); do
