@@ -210,7 +210,7 @@ server:
 			t.Errorf("the first call run in %s after the takeover: %q, want a warning that the killed call may have run", s, text(res))
 		}
 	}
-	t.Logf("both sessions answered on replica b %s after replica a was killed mid-call", time.Since(t0).Round(time.Millisecond))
+	t.Logf("both sessions answered on replica b %s after the retry, %s after replica a was killed mid-call", time.Since(t0).Round(time.Millisecond), time.Since(killedAt).Round(time.Millisecond))
 	for _, s := range []string{s1, s2} {
 		if r := c.call(t, "cleanup-session", map[string]any{"session_id": s}); r.IsError {
 			t.Errorf("cleanup %s: %s", s, text(r))
