@@ -5,7 +5,7 @@ GO       ?= go
 REGO     := rules examples/policy
 BIN      := bin/python-docker-mcp
 
-.PHONY: all build serve image server-image test rego gotest runner-test test-gvisor bench bench-gvisor fuzz test-kubernetes
+.PHONY: all build serve image server-image test rego gotest runner-test test-gvisor bench bench-gvisor fuzz test-kubernetes test-kubernetes-manifests
 
 all: build
 
@@ -68,3 +68,8 @@ bench-gvisor: image
 # Kubernetes from Go modules (~12 min); later runs take ~30 s to come up.
 test-kubernetes:
 	GO=$(GO) .ci/k8s/test.sh
+
+# The example manifests applied as written to that node, with the image
+# `make server-image` builds (.ci/k8s/manifests.sh says what it checks).
+test-kubernetes-manifests:
+	GO=$(GO) .ci/k8s/manifests.sh

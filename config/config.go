@@ -69,6 +69,12 @@ type Kubernetes struct {
 	NodeName string `koanf:"node_name" json:"node_name"`
 	// StartTimeout bounds a Pod's start (scheduling and image pull included).
 	StartTimeout Duration `koanf:"start_timeout" json:"start_timeout"`
+	// CPURequest is the CPU (in CPUs, fractions allowed) every sandbox Pod
+	// requests, below its limit docker.cpu_limit: the node reserves this
+	// much and the sandbox may burst to the limit when the node has idle
+	// CPU. 0, or a value at or above the limit: the request equals the
+	// limit (Guaranteed QoS).
+	CPURequest float64 `koanf:"cpu_request" json:"cpu_request"`
 }
 
 // Docker describes the sandbox containers. Every limit here is the
@@ -299,6 +305,12 @@ type Server struct {
 	// them issued ("" = ids are known only to the replica that issued
 	// them).
 	SessionKeyFile string `koanf:"session_key_file" json:"session_key_file"`
+	// PublicURL is the URL clients reach the MCP endpoint at, e.g.
+	// https://mcp.example.com/mcp behind an ingress or a Service: the
+	// resource named in the OAuth protected resource metadata and in the
+	// 401 challenges ("" = http:// + the listen address + server.path,
+	// right only when clients connect to the listener directly).
+	PublicURL string `koanf:"public_url" json:"public_url"`
 }
 
 // Auth configures bearer-token authentication of the HTTP transport.
@@ -359,6 +371,7 @@ func Default() Config {
 			RuntimeClasses:  []string{},
 			ImagePullPolicy: "IfNotPresent",
 			StartTimeout:    Duration(2 * time.Minute),
+			CPURequest:      0.25,
 		},
 		Docker: Docker{
 			Image:           "python-docker-mcp-sandbox:latest",

@@ -182,6 +182,8 @@ func TestBadInput(t *testing.T) {
 		{name: "section as value", yaml: "docker: 3\n", want: []string{"docker", "is a section"}},
 		{name: "yaml syntax", yaml: "docker:\n  image: [unclosed\n  timeout: 3\n", want: []string{"not valid YAML", "line"}},
 		{name: "enum", yaml: "policy:\n  profile: lax\n", want: []string{"policy.profile", "standard, strict"}},
+		{name: "public url not absolute", yaml: "server:\n  public_url: mcp.example.com/mcp\n", want: []string{"server.public_url", "absolute http(s) URL"}},
+		{name: "public url with a query", yaml: "server:\n  public_url: https://mcp.example.com/mcp?x=1\n", want: []string{"server.public_url", "without query"}},
 		{name: "metrics address", yaml: "server:\n  metrics_addr: \"9090\"\n", want: []string{"server.metrics_addr", `"9090"`, "HOST:PORT"}},
 		{name: "root user", yaml: "docker:\n  user: \"0:0\"\n", want: []string{"docker.user", "non-root"}},
 		{name: "kept output smaller than shown", yaml: "limits:\n  max_output_bytes: 1m\noutputs:\n  max_stream_bytes: 64k\n", want: []string{"outputs.max_stream_bytes", "at least limits.max_output_bytes (1048576 bytes)"}},
@@ -304,11 +306,12 @@ kubernetes:
   node_selector: ["kubernetes.io/os=linux", "pool=sandbox"]
   image_pull_policy: Never
   start_timeout: 30s
+  cpu_request: 0.1
 `)
 	c := mustLoad(t, Options{File: good}).Config
 	k := c.Kubernetes
 	if c.Backend != "kubernetes" || k.Kubeconfig != "/etc/kube/config" || k.Namespace != "sandboxes" || k.RuntimeClass != "gvisor" ||
-		len(k.NodeSelector) != 2 || k.ImagePullPolicy != "Never" || k.StartTimeout.D() != 30*time.Second {
+		len(k.NodeSelector) != 2 || k.ImagePullPolicy != "Never" || k.StartTimeout.D() != 30*time.Second || k.CPURequest != 0.1 {
 		t.Errorf("loaded %+v", c.Kubernetes)
 	}
 	bad := writeFile(t, dir, "bad.yaml", `backend: k8s
@@ -321,11 +324,12 @@ kubernetes:
 kubernetes:
   node_selector: ["nokey"]
   image_pull_policy: Sometimes
+  cpu_request: -0.5
 docker:
   runtime: runsc
 `)
 	_, err = Load(Options{File: bad})
-	for _, key := range []string{"kubernetes.node_selector", "kubernetes.image_pull_policy", "docker.runtime"} {
+	for _, key := range []string{"kubernetes.node_selector", "kubernetes.image_pull_policy", "kubernetes.cpu_request", "docker.runtime"} {
 		if err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("bad kubernetes section: %v, want an error naming %s", err, key)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -589,6 +590,9 @@ func validate(c Config, source func(key string) string) Errors {
 				bad("kubernetes.node_selector", e, `want entries "key=value", e.g. "kubernetes.io/os=linux"`)
 			}
 		}
+		if r := c.Kubernetes.CPURequest; r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
+			bad("kubernetes.cpu_request", r, "want CPUs at least 0 (fractions allowed, e.g. 0.25; 0 = request the whole limit)")
+		}
 		if c.Kubernetes.StartTimeout.D() <= 0 {
 			bad("kubernetes.start_timeout", c.Kubernetes.StartTimeout, "want a positive duration, e.g. 2m")
 		}
@@ -698,6 +702,11 @@ func validate(c Config, source func(key string) string) Errors {
 	if a := c.Server.MetricsAddr; a != "" {
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			bad("server.metrics_addr", a, "want HOST:PORT, e.g. 127.0.0.1:9090 (\"\" for none)")
+		}
+	}
+	if u := c.Server.PublicURL; u != "" {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "https" && pu.Scheme != "http") || pu.Host == "" || pu.RawQuery != "" || pu.Fragment != "" {
+			bad("server.public_url", u, "want the absolute http(s) URL clients reach the MCP endpoint at, without query or fragment, e.g. https://mcp.example.com/mcp (\"\" = the listen address)")
 		}
 	}
 	oneOf("auth.mode", c.Auth.Mode, "jwt", "dev", "off")

@@ -30,6 +30,7 @@ var Reloads = map[string]Reload{
 	"kubernetes.image_pull_policy": Restart,
 	"kubernetes.node_name":         Restart,
 	"kubernetes.start_timeout":     Restart,
+	"kubernetes.cpu_request":       Restart,
 	// The sandbox's image and hardening: every sandbox alive has the same.
 	"docker.image":            Restart,
 	"docker.working_dir":      Restart,
@@ -111,6 +112,7 @@ var Reloads = map[string]Reload{
 	"server.max_body_bytes":   Restart,
 	"server.metrics_addr":     Restart,
 	"server.session_key_file": Restart,
+	"server.public_url":       Restart,
 	"auth.mode":               Restart,
 	"auth.jwks_uri":           Restart,
 	"auth.issuer":             Restart,

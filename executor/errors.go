@@ -32,6 +32,15 @@ var (
 	// ErrImageMissing: the sandbox image does not exist. It is
 	// backend.ErrImageMissing.
 	ErrImageMissing = backend.ErrImageMissing
+	// ErrOutcomeUnknown: a call carrying an idempotency key that an
+	// earlier attempt of it already began in the session, on a server that
+	// died before it answered: the call may have run, in whole or in part,
+	// and is not run again.
+	ErrOutcomeUnknown = errors.New("outcome unknown")
+	// ErrAlreadyRan: a call carrying an idempotency key that an earlier
+	// attempt of it ran in the session, answered by the server that ran
+	// it (which alone keeps the result); it is not run again.
+	ErrAlreadyRan = errors.New("already ran")
 	// ErrClosed: the executor was closed.
 	ErrClosed = errors.New("executor closed")
 )

@@ -91,6 +91,15 @@ type Request struct {
 	// caller can send progress notifications. It is called on the calling
 	// goroutine and must not block.
 	Progress func(message string)
+	// IdempotencyKey is the client's key for this call ("" = none). On a
+	// backend whose sessions are shared between servers (Kubernetes), a
+	// Persistent call into an existing session records it in the
+	// session's record before it runs, and a call whose key the record
+	// already holds is not run again: it fails with ErrAlreadyRan, or
+	// ErrOutcomeUnknown when the server that ran it died mid-call. Only
+	// the last keyed call of a session is remembered. Elsewhere unused
+	// (the server answers retries on the same process itself).
+	IdempotencyKey string
 }
 
 func (r Request) progress(msg string) {
@@ -185,6 +194,13 @@ type Result struct {
 	Integrity       string  `json:"integrity,omitempty"`
 	IntegrityReason string  `json:"integrity_reason,omitempty"`
 	IdleCPUMS       float64 `json:"idle_cpu_ms,omitempty"`
+	// Interrupted (persistent, on a backend whose sessions are shared
+	// between servers) names the server that died during an earlier call
+	// into this session, which this call's server took the session over
+	// from: that call may have run, in whole or in part, so the session's
+	// state may hold its effects. Reported once, by the first call that
+	// runs after the takeover.
+	Interrupted string `json:"interrupted,omitempty"`
 }
 
 // RunError, Dropped and Image are the runner protocol's (see package

@@ -295,7 +295,7 @@ func (e *Executor) Installed(owner, sessionID string) (int, error) {
 // concurrent use.
 func (e *Executor) Install(ctx context.Context, req InstallRequest) (*InstallResult, error) {
 	if _, ok := e.be.(backend.Packages); !ok {
-		return nil, fmt.Errorf("%w: install-package needs the docker backend (package volumes are Docker-only); preinstall packages in the sandbox image instead (image.packages)", ErrInvalidRequest)
+		return nil, fmt.Errorf("%w: install-package needs the docker backend (package volumes are Docker-only); preinstall packages in the sandbox image instead (image.packages; on Kubernetes, the image docker.image names that the nodes run)", ErrInvalidRequest)
 	}
 	if err := checkRequirement(req.Name, req.Specifier); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)

@@ -41,6 +41,10 @@ type session struct {
 	// names, which sessionSandbox attaches to when sb is nil.
 	lock   backend.SessionLock
 	target string
+	// interrupted is the server whose call in this session was cut
+	// short when it died (this server took the session over from it),
+	// until a call reports it (Result.Interrupted).
+	interrupted string
 	// kept is the lock of the last call, still held for holdGrace after
 	// it (a call that follows at once takes it over without a write);
 	// releasing is closed once a release of it has been written.
@@ -307,6 +311,11 @@ func (e *Executor) Persistent(ctx context.Context, sessionID string, req Request
 		lim.Memory, lim.CPUs, lim.Pids = s.lim.Memory, s.lim.CPUs, s.lim.Pids
 	}
 	defer e.release(s, true)
+	if sessionID != "" && req.IdempotencyKey != "" {
+		if err := e.claimCall(ctx, s, req.Owner, req.IdempotencyKey); err != nil {
+			return nil, s.id, err
+		}
+	}
 
 	if sessionID == "" {
 		if sb := e.spool().take(s.lim, nil, s.owner); sb != nil {
@@ -366,6 +375,9 @@ func (e *Executor) Persistent(ctx context.Context, sessionID string, req Request
 	// killed only the worker); the session reports a sandbox it lost.
 	res.StateLost = res.StateLost || lost
 	res.SessionID = s.id
+	e.mu.Lock()
+	res.Interrupted, s.interrupted = s.interrupted, ""
+	e.mu.Unlock()
 	return res, s.id, nil
 }
 

@@ -2,6 +2,8 @@ package executor
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -60,7 +62,46 @@ const (
 	metaPids   = "pids"
 	// metaRuntime is the session's runtime; absent: docker.runtime.
 	metaRuntime = "runtime"
+	// metaCall is the last keyed call that began in the session (callHash
+	// of its owner and idempotency key); metaInterrupted is set to the same
+	// value by the server that took the session over from one that died
+	// while that call ran.
+	metaCall        = "call"
+	metaInterrupted = "call-interrupted"
 )
+
+// callHash names a keyed call in a session record: the key is the
+// client's, so it is hashed with its owner, never stored.
+func callHash(owner, key string) string {
+	sum := sha256.Sum256([]byte(owner + "\x00" + key))
+	return hex.EncodeToString(sum[:16])
+}
+
+// claimCall records that the call with this idempotency key begins in
+// s, whose lock the caller holds, unless the record says an attempt of it
+// began already: then the call is not run again (ErrAlreadyRan, or
+// ErrOutcomeUnknown when the server that ran it died mid-call). Only on
+// shared sessions; nil elsewhere.
+func (e *Executor) claimCall(ctx context.Context, s *session, owner, key string) error {
+	e.mu.Lock()
+	lk := s.lock
+	e.mu.Unlock()
+	if e.shared == nil || lk == nil {
+		return nil
+	}
+	h := callHash(owner, key)
+	rec := lk.Record()
+	if rec.Meta[metaCall] == h {
+		if rec.Meta[metaInterrupted] == h {
+			return fmt.Errorf("%w: an earlier attempt of this call (the same idempotency key) began in session %s on another server, which stopped before it answered; it may have run, in whole or in part, and is not run again: check the session's state (its variables and files), and send the call with a new idempotency key to run it anyway", ErrOutcomeUnknown, s.id)
+		}
+		return fmt.Errorf("%w: an earlier attempt of this call (the same idempotency key) ran in session %s and was answered by the server that ran it, which alone keeps its result (for 10 minutes); it is not run again: check the session's state, or send the call with a new idempotency key to run it anyway", ErrAlreadyRan, s.id)
+	}
+	if err := lk.SetMeta(ctx, map[string]string{metaCall: h, metaInterrupted: ""}); err != nil {
+		return fmt.Errorf("session %s: record the call's idempotency key: %w", s.id, err)
+	}
+	return nil
+}
 
 func limitsMeta(l Limits) map[string]string {
 	return map[string]string{
@@ -281,6 +322,18 @@ func (e *Executor) lockShared(ctx context.Context, s *session) error {
 		return fmt.Errorf("session %s: %w", s.id, err)
 	}
 	rec := lk.Record()
+	if rec.TakenOver != "" {
+		e.log.Warn("took over a session from a server that stopped mid-call (its hold went stale); that call may have run", "session", s.id, "server", rec.TakenOver)
+		e.mu.Lock()
+		s.interrupted = rec.TakenOver
+		e.mu.Unlock()
+		if c := rec.Meta[metaCall]; c != "" && rec.Meta[metaInterrupted] != c {
+			// A retry of that call with its key learns it may have run.
+			if err := lk.SetMeta(ctx, map[string]string{metaInterrupted: c}); err != nil {
+				e.log.Warn("recording the interrupted call in the session's record failed", "session", s.id, "error", err)
+			}
+		}
+	}
 	if e.recordExpired(rec, time.Now()) {
 		e.endShared(s, lk, rec)
 		return fmt.Errorf("%w: session %s ended at %s after its idle TTL or max lifetime; start a new session", ErrExpiredSession, s.id, e.expiryAt(rec.Created, rec.LastUsed).UTC().Format(time.RFC3339))

@@ -176,6 +176,13 @@ func TestSharedSessionTakesOverAStaleHold(t *testing.T) {
 	if err != nil || res.Stdout != "kept\n" {
 		t.Fatalf("call after the hold went stale = %+v, %v; want x kept", res, err)
 	}
+	if res.Interrupted != "dead-replica" {
+		t.Errorf("the call that took the session over: Interrupted %q, want dead-replica (its call may have run)", res.Interrupted)
+	}
+	res, _, err = es[1].Persistent(ctx, id, Request{Owner: "alice", Code: "get x"})
+	if err != nil || res.Interrupted != "" {
+		t.Errorf("the next call: %v, Interrupted %q, want none (reported once)", err, res.Interrupted)
+	}
 }
 
 func TestSharedSessionLostSandboxRestarts(t *testing.T) {
@@ -276,6 +283,81 @@ func TestSharedSessionKeepsTheLockForATightLoop(t *testing.T) {
 	recs, _ := fc.Sessions(ctx, "alice")
 	if len(recs) != 1 || recs[0].Held(time.Now()) {
 		t.Errorf("record after the holder closed = %+v, want it free", recs)
+	}
+	if err := es[0].Cleanup(ctx, "alice", id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSharedSessionIdempotencyKey: a keyed call into a shared session runs
+// once whichever replica its retry reaches; a retry of a call whose server
+// died mid-call says it may have run, also after another call took the
+// session over first.
+func TestSharedSessionIdempotencyKey(t *testing.T) {
+	es, fc := newReplicas(t, 2, nil)
+	ctx := tctx(t, time.Minute)
+	_, id, err := es[0].Persistent(ctx, "", Request{Owner: "alice", Code: "set n 0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := func(e *Executor) string {
+		t.Helper()
+		res, _, err := e.Persistent(ctx, id, Request{Owner: "alice", Code: "get n"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(res.Stdout)
+	}
+	if res, _, err := es[0].Persistent(ctx, id, Request{Owner: "alice", Code: "set n 1", IdempotencyKey: "k1"}); err != nil || res.Status != "ok" {
+		t.Fatalf("keyed call: %v %+v", err, res)
+	}
+	for i, e := range es {
+		if _, _, err := e.Persistent(ctx, id, Request{Owner: "alice", Code: "set n 99", IdempotencyKey: "k1"}); !errors.Is(err, ErrAlreadyRan) {
+			t.Errorf("retry of k1 on replica %d: %v, want ErrAlreadyRan", i, err)
+		}
+	}
+	if got := n(es[1]); got != "1" {
+		t.Errorf("n = %s after the retries, want 1 (the retries did not run)", got)
+	}
+
+	// A server runs the call with key k2 and dies before it answers.
+	dead := func(key string) {
+		lk, err := fc.LockSession(ctx, id, "dead-replica")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lk.SetMeta(ctx, map[string]string{metaCall: callHash("alice", key)}); err != nil {
+			t.Fatal(err)
+		}
+		fc.StaleHold(id)
+	}
+	dead("k2")
+	_, _, err = es[1].Persistent(ctx, id, Request{Owner: "alice", Code: "set n 2", IdempotencyKey: "k2"})
+	if !errors.Is(err, ErrOutcomeUnknown) || !strings.Contains(err.Error(), "may have run") {
+		t.Errorf("retry of k2 after its server died: %v, want ErrOutcomeUnknown saying it may have run", err)
+	}
+	// Another owner's key never matches alice's.
+	if got := callHash("bob", "k2"); got == callHash("alice", "k2") {
+		t.Errorf("callHash ignores the owner: %s", got)
+	}
+	if res, _, err := es[1].Persistent(ctx, id, Request{Owner: "alice", Code: "set n 3", IdempotencyKey: "k3"}); err != nil || res.Status != "ok" {
+		t.Fatalf("a new key after the takeover: %v %+v", err, res)
+	}
+	if got := n(es[0]); got != "3" {
+		t.Errorf("n = %s, want 3", got)
+	}
+
+	// A call without a key takes the session over first; the retry of
+	// the interrupted call still learns it may have run.
+	dead("k4")
+	if got := n(es[0]); got != "3" {
+		t.Errorf("n = %s after the takeover, want 3", got)
+	}
+	if _, _, err := es[1].Persistent(ctx, id, Request{Owner: "alice", Code: "set n 4", IdempotencyKey: "k4"}); !errors.Is(err, ErrOutcomeUnknown) {
+		t.Errorf("retry of k4 after another call took the session over: %v, want ErrOutcomeUnknown", err)
+	}
+	if got := n(es[1]); got != "3" {
+		t.Errorf("n = %s, want 3 (no retry ran)", got)
 	}
 	if err := es[0].Cleanup(ctx, "alice", id); err != nil {
 		t.Fatal(err)

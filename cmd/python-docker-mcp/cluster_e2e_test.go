@@ -34,8 +34,9 @@ import (
 // alternate replicas with none lost or misrouted, and a client of the
 // protocol with session ids (2025-11-25) alternates on one signed id; then
 // the replica that started both sessions is killed (SIGKILL) in the
-// middle of a call into one of them, and both go on on the other replica
-// with their state.
+// middle of a call into one of them: the client's retry of that call
+// with its idempotency key is answered outcome_unknown and not run again,
+// and both sessions go on on the other replica with their state.
 func TestClusterReplicas(t *testing.T) {
 	kc := os.Getenv("PDM_KUBECONFIG")
 	if kc == "" {
@@ -170,22 +171,34 @@ server:
 	}
 	lcs.Close()
 
-	// Kill a in the middle of a call into s2 (its hold goes stale), then
-	// use both sessions on b: their interpreters kept their state, and the
-	// killed call's own effect.
+	// Kill a in the middle of a call into s2 (its hold goes stale). The
+	// client lost the reply: its retry with the same idempotency key on b
+	// is not run again and says the call may have run. Then both sessions
+	// go on on b: their interpreters kept their state, and the killed
+	// call's own effect (once).
 	lb.set(a)
 	done := make(chan struct{})
+	killed := &sdk.CallToolParams{Name: "execute-persistent", Arguments: map[string]any{"session_id": s2, "code": "n += 1\nimport time\ntime.sleep(4)"},
+		Meta: sdk.Meta{"idempotency_key": "killed-call-1"}}
 	go func() {
 		defer close(done)
 		callCtx, ccancel := context.WithTimeout(ctx, time.Minute)
 		defer ccancel()
-		cs.CallTool(callCtx, &sdk.CallToolParams{Name: "execute-persistent", Arguments: map[string]any{"session_id": s2, "code": "n += 1\nimport time\ntime.sleep(4)"}})
+		cs.CallTool(callCtx, killed)
 	}()
 	time.Sleep(2 * time.Second)
 	a.kill(t)
+	killedAt := time.Now()
 	<-done
 	n[s2]++
 	lb.set(b)
+	retryCtx, rcancel := context.WithTimeout(ctx, 2*time.Minute)
+	retry, err := cs.CallTool(retryCtx, killed)
+	rcancel()
+	if err != nil || !retry.IsError || !strings.Contains(text(retry), "outcome_unknown") {
+		t.Errorf("the killed call retried with its key on replica b: %v %q, want outcome_unknown (it may have run; not run again)", err, text(retry))
+	}
+	t.Logf("the killed call's retry was answered on replica b %s after replica a was killed: %.120q", time.Since(killedAt).Round(time.Millisecond), text(retry))
 	t0 := time.Now()
 	for _, s := range []string{s1, s2} {
 		n[s]++
@@ -193,8 +206,11 @@ server:
 		if want := fmt.Sprintf("n = %d", n[s]); res.IsError || !strings.Contains(text(res), want) {
 			t.Errorf("session %s on replica b after a was killed: %q, want %q", s, text(res), want)
 		}
+		if s == s2 && !strings.Contains(text(res), "session.interrupted_call") {
+			t.Errorf("the first call run in %s after the takeover: %q, want a warning that the killed call may have run", s, text(res))
+		}
 	}
-	t.Logf("both sessions answered on replica b %s after replica a was killed mid-call", time.Since(t0).Round(time.Millisecond))
+	t.Logf("both sessions answered on replica b %s after the retry, %s after replica a was killed mid-call", time.Since(t0).Round(time.Millisecond), time.Since(killedAt).Round(time.Millisecond))
 	for _, s := range []string{s1, s2} {
 		if r := c.call(t, "cleanup-session", map[string]any{"session_id": s}); r.IsError {
 			t.Errorf("cleanup %s: %s", s, text(r))

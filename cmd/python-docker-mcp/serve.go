@@ -123,6 +123,9 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 		log.Error("cannot start the executor", "err", err)
 		return exitDocker
 	}
+	// The instance id names this process in the sandboxes' labels and, on
+	// Kubernetes, in its Lease and the session records it holds.
+	log.Info("server started", "instance", exec.Instance(), "version", version, "backend", cfg.Backend, "transport", cfg.Server.Transport)
 	defer func() {
 		cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer ccancel()
@@ -191,7 +194,7 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 
 	switch cfg.Server.Transport {
 	case "http":
-		err = serveHTTP(ctx, cfg, srv, sessions, m, log)
+		err = serveHTTP(ctx, cfg, srv, sessions, m, exec.Ping, log)
 	default:
 		local := auth.Local(cfg.Auth.Scopes)
 		stdio := server.NewStdioServer(srv.MCP())
@@ -231,15 +234,16 @@ type configError struct{ err error }
 func (e configError) Error() string { return e.err.Error() }
 func (e configError) Unwrap() error { return e.err }
 
-// serveHTTP serves Streamable HTTP at server.path, /healthz, and the
-// protected resource metadata, until ctx ends.
-func serveHTTP(ctx context.Context, cfg config.Config, srv *mcpserver.Server, sessions *httpSessions, m *metrics.Metrics, log *slog.Logger) error {
+// serveHTTP serves Streamable HTTP at server.path, /healthz (ping: the
+// backend answers), /livez, and the protected resource metadata (naming
+// server.public_url, else the listen address), until ctx ends.
+func serveHTTP(ctx context.Context, cfg config.Config, srv *mcpserver.Server, sessions *httpSessions, m *metrics.Metrics, ping func(context.Context) error, log *slog.Logger) error {
 	addr := cfg.Server.Addr
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return configError{fmt.Errorf("listen on %s (server.addr): %w", addr, err)}
 	}
-	resource := "http://" + ln.Addr().String() + cfg.Server.Path
+	resource := resourceURL(cfg.Server, ln.Addr())
 	a, err := auth.New(ctx, cfg.Auth, auth.Options{
 		ResourceURL: resource, ListenAddr: addr, Logger: log, MaxBodyBytes: int64(cfg.Server.MaxBodyBytes),
 	})
@@ -260,14 +264,13 @@ func serveHTTP(ctx context.Context, cfg config.Config, srv *mcpserver.Server, se
 	for _, p := range a.MetadataPaths() {
 		mux.Handle(p, a.MetadataHandler())
 	}
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintln(w, `{"status":"ok"}`)
-	})
+	h := &health{ping: ping, backend: cfg.Backend, log: log}
+	mux.HandleFunc("/healthz", h.healthz)
+	mux.HandleFunc("/livez", h.livez)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
-	log.Info("serving MCP over Streamable HTTP", "url", resource, "auth", cfg.Auth.Mode)
+	log.Info("serving MCP over Streamable HTTP", "url", resource, "listen", ln.Addr().String(), "auth", cfg.Auth.Mode)
 	select {
 	case err := <-errc:
 		return err

@@ -316,6 +316,13 @@ type Backend interface {
 	State(ctx context.Context, id string) (State, error)
 }
 
+// Pinger is implemented by backends that can say whether what runs their
+// sandboxes answers now (the Kubernetes API server): the server's
+// readiness (/healthz) asks it. An error wraps ErrUnavailable.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
 // Liveness is implemented by backends on which several servers share one
 // set of sandboxes and cannot see each other's processes (replicas of a
 // Kubernetes Deployment): each server holds a record of its own that it
@@ -365,8 +372,14 @@ type Shared interface {
 }
 
 // SessionHold is how long a session lock stays valid without renewal; a
-// holder renews it every third of that while it holds it.
-const SessionHold = 10 * time.Second
+// holder renews it every third of that (500 ms) while it holds it, and
+// another server takes over a hold not renewed for twice SessionHold
+// (3 s): a crashed server's session is served again about 3 s after its
+// last renewal, plus the attach. The factor two absorbs clock skew
+// between servers (renewals carry the holder's clock, staleness is judged
+// by the reader's) and a renewal delayed by a slow API server. The cost is
+// two record writes a second per session call in progress.
+const SessionHold = 1500 * time.Millisecond
 
 // SessionRecord is a session's record in a Shared backend.
 type SessionRecord struct {
@@ -385,6 +398,10 @@ type SessionRecord struct {
 	// Meta is the executor's data about the session (its limits), kept as
 	// given.
 	Meta map[string]string
+	// TakenOver, in the Record of a lock that LockSession took from a
+	// holder whose hold had gone stale (that server died mid-call), names
+	// that holder; "" otherwise.
+	TakenOver string
 }
 
 // Held says whether the record's lock is held by a server that renewed it
@@ -401,6 +418,9 @@ type SessionLock interface {
 	Record() SessionRecord
 	// SetSandbox records the session's current sandbox.
 	SetSandbox(ctx context.Context, id string) error
+	// SetMeta sets these keys of the record's Meta (an empty value
+	// removes its key).
+	SetMeta(ctx context.Context, meta map[string]string) error
 	// Release frees the record and sets LastUsed to now.
 	Release(ctx context.Context) error
 	// Delete removes the record, ending the session for every server.

@@ -305,3 +305,21 @@ func shortID(id string) string {
 func IsNotFound(err error) bool {
 	return cerrdefs.IsNotFound(err) || errors.Is(err, backend.ErrNotFound)
 }
+
+var _ backend.Pinger = (*Backend)(nil)
+
+// Ping says whether the daemon answers now (the server's /healthz asks).
+// An API without a Ping (a test's) counts as answering. An error wraps
+// backend.ErrUnavailable.
+func (b *Backend) Ping(ctx context.Context) error {
+	p, ok := b.api.(interface {
+		Ping(context.Context, client.PingOptions) (client.PingResult, error)
+	})
+	if !ok {
+		return nil
+	}
+	if _, err := p.Ping(ctx, client.PingOptions{}); err != nil {
+		return fmt.Errorf("%w: the Docker daemon does not answer: %v", backend.ErrUnavailable, err)
+	}
+	return nil
+}

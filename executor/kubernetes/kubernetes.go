@@ -54,6 +54,10 @@ type Config struct {
 	// StartTimeout bounds how long Create waits for a Pod to run (image
 	// pull included). Default 2 minutes.
 	StartTimeout time.Duration
+	// CPURequest is the CPU (in CPUs) every sandbox Pod requests when that
+	// is below its CPU limit; 0: the request equals the limit (Guaranteed
+	// QoS, what the Pod may use is reserved for it even while idle).
+	CPURequest float64
 	// Log receives what the backend reports on its own (a Lease renewal
 	// that failed); nil: slog.Default().
 	Log *slog.Logger
@@ -85,7 +89,10 @@ type Backend struct {
 	sessionCache sync.Map
 }
 
-var _ backend.Backend = (*Backend)(nil)
+var (
+	_ backend.Backend = (*Backend)(nil)
+	_ backend.Pinger  = (*Backend)(nil)
+)
 
 // New builds a Backend from cfg. It reads the kubeconfig (or the in-cluster
 // service account) but does not contact the API server: call Ping for that.
@@ -158,7 +165,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (*backend.Sandb
 			return sb, err
 		}
 		if time.Now().Add(pause).After(deadline) {
-			return nil, fmt.Errorf("%w (%d attempts in %s: the node has no room for another sandbox; wait for running ones to end, lower docker.cpu_limit / docker.memory_limit or the pool sizes, or add nodes)", err, attempt, b.cfg.StartTimeout)
+			return nil, fmt.Errorf("%w (%d attempts in %s: the node has no room for another sandbox; wait for running ones to end, lower kubernetes.cpu_request, docker.memory_limit or the pool sizes, or add nodes)", err, attempt, b.cfg.StartTimeout)
 		}
 		select {
 		case <-ctx.Done():
@@ -619,5 +626,6 @@ func FromConfig(c config.Kubernetes) Config {
 		ImagePullPolicy: corev1.PullPolicy(c.ImagePullPolicy),
 		NodeName:        c.NodeName,
 		StartTimeout:    c.StartTimeout.D(),
+		CPURequest:      c.CPURequest,
 	}
 }

@@ -184,3 +184,42 @@ func TestSessionLockTakeover(t *testing.T) {
 		t.Errorf("LockSession after Delete: %v, want ErrNotFound", err)
 	}
 }
+
+// TestSessionLockTakeoverOfADeadHolder: a server waiting for a record
+// whose holder died (its renewals stopped) takes it over by itself once
+// the hold is stale, never before.
+func TestSessionLockTakeoverOfADeadHolder(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset()
+	b := &Backend{cfg: Config{Namespace: "sandboxes", LeaseNamespace: "servers", Kubeconfig: "x"}, client: cs}
+	lk, err := b.CreateSession(ctx, backend.SessionRecord{ID: "s1", Owner: "alice", Created: time.Now(), LastUsed: time.Now()}, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk.(*sessionLock).halt() // a dies mid-call
+	last := lk.Record().Renewed
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	lb, err := b.LockSession(wctx, "s1", "b")
+	if err != nil {
+		t.Fatalf("LockSession of a dead holder's record: %v", err)
+	}
+	took := time.Now()
+	if rec := lb.Record(); rec.Holder != "b" || rec.TakenOver != "a" {
+		t.Errorf("record after takeover = %+v, want held by b, taken over from a", rec)
+	}
+	if err := lb.SetMeta(ctx, map[string]string{"call": "c1", "gone": ""}); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := b.Sessions(ctx, "alice")
+	if err != nil || len(recs) != 1 || recs[0].Meta["call"] != "c1" || recs[0].TakenOver != "" {
+		t.Errorf("records after SetMeta: %v %+v, want Meta call=c1 and no TakenOver outside the lock", err, recs)
+	}
+	if age := took.Sub(last); age < 2*backend.SessionHold {
+		t.Errorf("taken over %s after the last renewal, before the hold went stale (%s)", age, 2*backend.SessionHold)
+	}
+	t.Logf("taken over %s after the dead holder's last renewal (%s after b asked; stale after %s)",
+		took.Sub(last).Round(time.Millisecond), took.Sub(t0).Round(time.Millisecond), 2*backend.SessionHold)
+	lb.Release(ctx)
+}

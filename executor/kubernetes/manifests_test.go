@@ -158,7 +158,8 @@ func TestManifests(t *testing.T) {
 		{"capabilities drop ALL, add none", sc != nil && sc.Capabilities != nil && slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) && len(sc.Capabilities.Add) == 0},
 		{"not privileged", sc != nil && (sc.Privileged == nil || !*sc.Privileged)},
 		{"memory and cpu limits", !c.Resources.Limits.Memory().IsZero() && !c.Resources.Limits.Cpu().IsZero()},
-		{"readiness probe", c.ReadinessProbe != nil && c.ReadinessProbe.HTTPGet != nil && c.ReadinessProbe.HTTPGet.Path == "/healthz"},
+		{"readiness probe /healthz", c.ReadinessProbe != nil && c.ReadinessProbe.HTTPGet != nil && c.ReadinessProbe.HTTPGet.Path == "/healthz"},
+		{"liveness probe /livez (a backend outage must not restart the server)", c.LivenessProbe != nil && c.LivenessProbe.HTTPGet != nil && c.LivenessProbe.HTTPGet.Path == "/livez"},
 	}
 	for _, ch := range checks {
 		if !ch.ok {
@@ -181,6 +182,26 @@ func TestManifests(t *testing.T) {
 	}
 	if c := loaded.Config; c.Backend != "kubernetes" || FromConfig(c.Kubernetes).Namespace != sandboxNS {
 		t.Errorf("config.yaml: backend %q, kubernetes.namespace %q; want kubernetes, %s", c.Backend, c.Kubernetes.Namespace, sandboxNS)
+	}
+	lc := loaded.Config
+	if lc.Server.PublicURL == "" || lc.Auth.Mode != "jwt" || lc.Auth.PublicKeyPath == "" {
+		t.Errorf("config.yaml: public_url %q, auth.mode %q, auth.public_key_path %q; want the public URL and JWTs verified with a mounted public key",
+			lc.Server.PublicURL, lc.Auth.Mode, lc.Auth.PublicKeyPath)
+	}
+	if r := lc.Kubernetes.CPURequest; r <= 0 || r >= lc.Docker.CPULimit {
+		t.Errorf("config.yaml: kubernetes.cpu_request %g, docker.cpu_limit %g; want a request below the limit (burstable sandboxes)", r, lc.Docker.CPULimit)
+	}
+	// Every file the config names is in a volume the container mounts.
+	for key, f := range map[string]string{"auth.public_key_path": lc.Auth.PublicKeyPath, "server.session_key_file": lc.Server.SessionKeyFile, "config": "/etc/python-docker-mcp/config.yaml"} {
+		mounted := false
+		for _, m := range c.VolumeMounts {
+			if filepath.Dir(f) == m.MountPath {
+				mounted = true
+			}
+		}
+		if !mounted {
+			t.Errorf("%s %s is in no volume the server container mounts", key, f)
+		}
 	}
 
 	svc := find(objs, "python-docker-mcp", func(s *corev1.Service) string { return s.Name })

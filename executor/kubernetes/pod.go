@@ -67,8 +67,12 @@ const gateExitCode = 125
 //     process namespace, restartPolicy Never, stdin without TTY.
 //   - Detachable: stdinOnce false (else true: the program's stdin ends
 //     with the first attach stream).
-//   - MemoryBytes, CPUs: limits, with requests equal to them (Guaranteed QoS).
-//     There is no swap for Pods unless the node enables it.
+//   - MemoryBytes: the memory limit and request (equal: a node never
+//     promises memory it does not have). There is no swap for Pods unless
+//     the node enables it.
+//   - CPUs: the CPU limit; the request is Config.CPURequest when that is
+//     positive and below the limit (Burstable QoS: a node packs more
+//     sandboxes, idle ones reserve little), else equal to the limit.
 //   - Pids: only recorded (AnnotationPids); the node's podPidsLimit applies.
 //   - TmpBytes, WorkspaceBytes: emptyDir volumes with medium Memory and that
 //     sizeLimit at /tmp and WorkingDir (tmpfs; unlike Docker's, /tmp is not
@@ -112,9 +116,15 @@ func Pod(spec backend.Spec, cfg Config, name string) (*corev1.Pod, error) {
 	if spec.MemoryBytes > 0 {
 		resources[corev1.ResourceMemory] = *resource.NewQuantity(spec.MemoryBytes, resource.BinarySI)
 	}
+	requests := resources.DeepCopy()
 	if spec.CPUs > 0 {
 		milli := int64(math.Ceil(spec.CPUs * 1000))
 		resources[corev1.ResourceCPU] = *resource.NewMilliQuantity(milli, resource.DecimalSI)
+		req := milli
+		if r := int64(math.Ceil(cfg.CPURequest * 1000)); r > 0 && r < milli {
+			req = r
+		}
+		requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(req, resource.DecimalSI)
 	}
 
 	env := make([]corev1.EnvVar, 0, len(spec.Env))
@@ -186,7 +196,7 @@ func Pod(spec backend.Spec, cfg Config, name string) (*corev1.Pod, error) {
 				Stdin:           true,
 				StdinOnce:       !spec.Detachable,
 				TTY:             false,
-				Resources:       corev1.ResourceRequirements{Limits: resources, Requests: resources.DeepCopy()},
+				Resources:       corev1.ResourceRequirements{Limits: resources, Requests: requests},
 				SecurityContext: &corev1.SecurityContext{
 					RunAsNonRoot:             ptr(true),
 					RunAsUser:                &uid,

@@ -177,6 +177,30 @@ func TestPodOptions(t *testing.T) {
 			}
 			return ""
 		}},
+		{"cpu request below the limit: burstable", nil, Config{CPURequest: 0.25}, func(p *corev1.Pod) string {
+			r := p.Spec.Containers[0].Resources
+			req, lim := r.Requests[corev1.ResourceCPU], r.Limits[corev1.ResourceCPU]
+			if req.MilliValue() != 250 || lim.MilliValue() != 500 {
+				return "cpu request " + req.String() + ", limit " + lim.String() + "; want 250m, 500m"
+			}
+			if mr, ml := r.Requests[corev1.ResourceMemory], r.Limits[corev1.ResourceMemory]; mr.Cmp(ml) != 0 {
+				return "memory request " + mr.String() + " differs from its limit " + ml.String()
+			}
+			return ""
+		}},
+		{"cpu request at or above the limit: the limit", nil, Config{CPURequest: 2}, func(p *corev1.Pod) string {
+			r := p.Spec.Containers[0].Resources
+			if req := r.Requests[corev1.ResourceCPU]; req.MilliValue() != 500 {
+				return "cpu request " + req.String() + ", want the limit 500m"
+			}
+			return ""
+		}},
+		{"cpu request without a cpu limit: none", func(s *backend.Spec) { s.CPUs = 0 }, Config{CPURequest: 0.25}, func(p *corev1.Pod) string {
+			if q, ok := p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; ok {
+				return "cpu request " + q.String() + " without a limit"
+			}
+			return ""
+		}},
 		{"no limits: no resources, no size limits, no pids annotation", func(s *backend.Spec) {
 			s.MemoryBytes, s.CPUs, s.Pids, s.TmpBytes, s.WorkspaceBytes = 0, 0, 0, 0, 0
 		}, Config{}, func(p *corev1.Pod) string {

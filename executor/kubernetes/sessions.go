@@ -92,7 +92,7 @@ func hold(l *coordinationv1.Lease, holder string) {
 		l.Spec.AcquireTime = &now
 	}
 	h := holder
-	secs := int32(backend.SessionHold / time.Second)
+	secs := int32((backend.SessionHold + time.Second - 1) / time.Second) // whole seconds, rounded up
 	l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.LeaseDurationSeconds = &h, &now, &secs
 }
 
@@ -148,7 +148,11 @@ func (b *Backend) LockSession(ctx context.Context, id, holder string) (backend.S
 			next, err := leases.Update(ctx, l, metav1.UpdateOptions{})
 			switch {
 			case err == nil:
-				return b.startLock(leases, next, holder), nil
+				lk := b.startLock(leases, next, holder)
+				if rec.Holder != "" && rec.Holder != holder {
+					lk.takenOver = rec.Holder // its hold was stale: it died mid-call
+				}
+				return lk, nil
 			case apierrors.IsConflict(err):
 				cur = nil // changed since read: read again
 				continue
@@ -254,6 +258,8 @@ type sessionLock struct {
 	mu   sync.Mutex
 	cur  *coordinationv1.Lease
 	lost error // set when the hold was lost (taken over or deleted)
+	// takenOver is the server whose stale hold LockSession took over.
+	takenOver string
 
 	stop chan struct{}
 	done chan struct{}
@@ -270,7 +276,9 @@ func (b *Backend) startLock(leases coordv1client.LeaseInterface, cur *coordinati
 func (l *sessionLock) Record() backend.SessionRecord {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return toRecord(l.cur)
+	r := toRecord(l.cur)
+	r.TakenOver = l.takenOver
+	return r
 }
 
 func (l *sessionLock) renewLoop() {
@@ -283,7 +291,9 @@ func (l *sessionLock) renewLoop() {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), backend.SessionHold/3)
+		// A renewal may take up to SessionHold (a slow API server); the
+		// ticker drops the ticks it missed meanwhile.
+		ctx, cancel := context.WithTimeout(context.Background(), backend.SessionHold)
 		err := l.update(ctx, func(x *coordinationv1.Lease) { hold(x, l.holder) })
 		cancel()
 		if err != nil {
@@ -350,6 +360,21 @@ func (l *sessionLock) SetSandbox(ctx context.Context, id string) error {
 			x.Annotations = map[string]string{}
 		}
 		x.Annotations[annSandbox] = id
+	})
+}
+
+func (l *sessionLock) SetMeta(ctx context.Context, meta map[string]string) error {
+	return l.update(ctx, func(x *coordinationv1.Lease) {
+		if x.Annotations == nil {
+			x.Annotations = map[string]string{}
+		}
+		for k, v := range meta {
+			if v == "" {
+				delete(x.Annotations, annMeta+k)
+				continue
+			}
+			x.Annotations[annMeta+k] = v
+		}
 	})
 }
 

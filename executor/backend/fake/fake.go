@@ -647,8 +647,12 @@ func (c Cluster) LockSession(ctx context.Context, id, holder string) (backend.Se
 		}
 		if !r.Held(time.Now()) || r.Holder == holder {
 			c.locks.Add(1)
+			prev := r.Holder
 			r.Holder, r.Renewed = holder, time.Now()
 			got := *r
+			if prev != "" && prev != holder {
+				got.TakenOver = prev
+			}
 			got.Meta = maps.Clone(r.Meta)
 			c.mu.Unlock()
 			return &fakeLock{c: c, id: id, holder: holder, rec: got}, nil
@@ -728,6 +732,30 @@ func (l *fakeLock) SetSandbox(ctx context.Context, id string) error {
 		return err
 	}
 	r.Sandbox, l.rec.Sandbox = id, id
+	return nil
+}
+
+func (l *fakeLock) SetMeta(ctx context.Context, meta map[string]string) error {
+	l.c.mu.Lock()
+	defer l.c.mu.Unlock()
+	r, err := l.mine()
+	if err != nil {
+		return err
+	}
+	if r.Meta == nil {
+		r.Meta = map[string]string{}
+	}
+	if l.rec.Meta == nil {
+		l.rec.Meta = map[string]string{}
+	}
+	for k, v := range meta {
+		if v == "" {
+			delete(r.Meta, k)
+			delete(l.rec.Meta, k)
+			continue
+		}
+		r.Meta[k], l.rec.Meta[k] = v, v
+	}
 	return nil
 }
 

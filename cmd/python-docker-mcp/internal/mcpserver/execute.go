@@ -43,7 +43,7 @@ type persistentArgs struct {
 // (see text); the structured content says how long they were, whether the
 // text shows them cut, and where their full text is.
 type runOut struct {
-	Status          string             `json:"status" jsonschema:"ok: ran to the end; error: the code raised; timeout/oom/killed: stopped by a limit; refused: the sandbox's own check refused; syntax_error: the code does not parse (CPython's message in error), nothing ran; denied: the policy refused, see violations; invalid: bad arguments (e.g. state keys), nothing ran; quota_exceeded: the caller holds all its quota allows, see quota, nothing ran."`
+	Status          string             `json:"status" jsonschema:"ok: ran to the end; error: the code raised; timeout/oom/killed: stopped by a limit; refused: the sandbox's own check refused; syntax_error: the code does not parse (CPython's message in error), nothing ran; denied: the policy refused, see violations; invalid: bad arguments (e.g. state keys), nothing ran; quota_exceeded: the caller holds all its quota allows, see quota, nothing ran; outcome_unknown: a retry (same _meta.idempotency_key) of a call that began on a server which stopped before it answered: it may have run, it is not run again; already_ran: a retry of a call that ran and was answered by a server whose result is not here: not run again."`
 	StdoutBytes     int64              `json:"stdout_bytes" jsonschema:"Length of stdout as the code wrote it. The text itself is in the result's text content, under --- stdout ---."`
 	StderrBytes     int64              `json:"stderr_bytes" jsonschema:"Length of stderr as the code wrote it."`
 	StdoutTruncated bool               `json:"stdout_truncated" jsonschema:"The text shows only the head and tail of stdout; stdout_uri has the full text."`
@@ -370,8 +370,9 @@ func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, tool, lan
 		// The runtime the policy chose (e.g. runsc for an untrusted
 		// principal); the executor never hands the call a sandbox of
 		// another.
-		Runtime:  dec.Runtime,
-		Progress: progress,
+		Runtime:        dec.Runtime,
+		Progress:       progress,
+		IdempotencyKey: idempotencyKeyFrom(ctx),
 	}
 	var res *executor.Result
 	var err error
@@ -442,6 +443,10 @@ func (s *Server) failure(tool, sessionID string, err error) *mcp.CallToolResult 
 		msg = fmt.Sprintf("session %q has expired and its state is gone. Call %s without session_id to start a new one.", sessionID, ToolExecutePersistent)
 	case errors.Is(err, context.Canceled):
 		status, msg = "killed", "the request was cancelled; the run was stopped and its sandbox removed"
+	case errors.Is(err, executor.ErrOutcomeUnknown):
+		status, msg = "outcome_unknown", "outcome_unknown: "+msg
+	case errors.Is(err, executor.ErrAlreadyRan):
+		status, msg = "already_ran", "already_ran: "+msg
 	}
 	if tool != ToolExecutePersistent && tool != ToolExecuteTransient {
 		return toolError(msg, nil)
@@ -464,6 +469,10 @@ func (s *Server) render(owner string, res *executor.Result, dec policy.Decision,
 		Integrity: res.Integrity, IntegrityReason: res.IntegrityReason, IdleCPUMS: res.IdleCPUMS,
 		Warnings: warnings,
 	}.sent()
+	if res.Interrupted != "" {
+		out.Warnings = append(append([]policy.Violation{}, out.Warnings...), policy.Violation{Rule: "session.interrupted_call",
+			Msg: "an earlier call into this session was cut short when its server (" + res.Interrupted + ") stopped, and this server took the session over: that call may have run, in whole or in part, and its effects may be in the session's state"})
+	}
 	if len(res.StateTooLarge) > 0 {
 		parts := make([]string, len(res.StateTooLarge))
 		for i, st := range res.StateTooLarge {

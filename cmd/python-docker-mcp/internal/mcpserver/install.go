@@ -8,6 +8,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor"
 	"github.com/python-docker-mcp/python-docker-mcp/policy"
 )
@@ -103,6 +104,10 @@ func (s *Server) installPackage(ctx context.Context, req mcp.CallToolRequest, ar
 	if s.d.Installer == nil {
 		return toolError("install-package is not available in this server: it was started without a package installer. "+
 			"Use what the sandbox image provides: "+imagePackages(s.d.Config())+".",
+			installOut{Package: name, SessionID: sessionID, Status: "unavailable", Violations: []policy.Violation{}, Packages: []executor.Resolved{}}), nil
+	}
+	if cfg := s.d.Config(); cfg.Backend == "kubernetes" {
+		return toolError(kubernetesInstall(cfg),
 			installOut{Package: name, SessionID: sessionID, Status: "unavailable", Violations: []policy.Violation{}, Packages: []executor.Resolved{}}), nil
 	}
 	out := installOut{Package: name, SessionID: sessionID, Violations: []policy.Violation{}, Packages: []executor.Resolved{}}
@@ -216,4 +221,13 @@ func (s *Server) installFailure(out installOut, err error) *mcp.CallToolResult {
 	}
 	out.Message = msg
 	return toolError(msg, out)
+}
+
+// kubernetesInstall says why install-package refuses on the Kubernetes
+// backend and what is there instead.
+func kubernetesInstall(cfg config.Config) string {
+	return "install-package is not available on this server: its sandboxes are Kubernetes Pods, which get no package volume the server could fill at run time " +
+		"(backend: kubernetes), so nothing was installed. Use what the sandbox image " + cfg.Docker.Image + " provides: " + imagePackages(cfg) +
+		". More packages come with a sandbox image that has them, which the operator builds and makes available to the nodes " +
+		"(see executor/kubernetes/README.md, Packages)."
 }

@@ -257,3 +257,28 @@ func TestInstallDependencyPolicy(t *testing.T) {
 		t.Errorf("install with allowed dependencies: %q %v", textOf(res), out)
 	}
 }
+
+// TestInstallOnKubernetes: the refusal says why, what the image has, and
+// reaches neither the installer nor the policy.
+func TestInstallOnKubernetes(t *testing.T) {
+	cfg := config.Default()
+	cfg.Backend = "kubernetes"
+	inst := &countingInstaller{count: map[string]int{}}
+	cs, _ := startInstall(t, cfg, inst)
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: ToolInstallPackage, Arguments: map[string]any{"package_name": "tabulate"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	txt := textOf(res)
+	for _, want := range []string{"Kubernetes Pods", "nothing was installed", cfg.Docker.Image, "numpy", "executor/kubernetes/README.md"} {
+		if !res.IsError || !strings.Contains(txt, want) {
+			t.Errorf("install-package on kubernetes: %q, want an error saying %q", txt, want)
+		}
+	}
+	if st := structuredOf(t, res)["status"]; st != "unavailable" {
+		t.Errorf("status %v, want unavailable", st)
+	}
+	if len(inst.reqs) != 0 {
+		t.Errorf("the installer was called: %+v", inst.reqs)
+	}
+}

@@ -93,6 +93,8 @@ type Server struct {
 	// analyses shares the cores the server gives to analysing code
 	// between principals.
 	analyses *quota.Fair
+	// memo answers retried calls that carry _meta.idempotency_key.
+	memo *callMemo
 
 	toolsMu  sync.Mutex
 	toolsCfg config.Config // the configuration the descriptions were built from
@@ -111,7 +113,7 @@ func New(d Deps) *Server {
 		d.Quotas = quota.New()
 	}
 	procs := runtime.GOMAXPROCS(0)
-	s := &Server{d: d, outputs: newOutputStore(), analyses: quota.NewFair(procs, procs/2)}
+	s := &Server{d: d, outputs: newOutputStore(), analyses: quota.NewFair(procs, procs/2), memo: newCallMemo()}
 	d.Quotas.Source(policy.QuotaOutputBytes, s.outputs.use)
 	tools := Tools(d.Config())
 	args, err := newArgValidator(tools)
@@ -136,6 +138,7 @@ func New(d Deps) *Server {
 		server.WithToolFilter(s.currentTools),
 	)
 	s.mcp.Use(d.Middleware...)
+	s.mcp.Use(s.idempotent)
 	for i, t := range tools {
 		s.mcp.AddTool(t, toolDefs[i].handler(s))
 	}

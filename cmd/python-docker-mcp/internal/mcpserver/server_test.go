@@ -36,7 +36,8 @@ type scriptedExec struct {
 	requests []executor.Request
 	result   executor.Result
 	err      error
-	block    bool // wait for ctx to end, then report what ended it
+	block    bool          // wait for ctx to end, then report what ended it
+	gate     chan struct{} // non-nil: each run waits for it to close
 	ended    chan error
 	files    map[string][]byte
 	imported map[string]bool // what Imported reports
@@ -48,8 +49,11 @@ func (f *scriptedExec) run(ctx context.Context, req executor.Request) (*executor
 	}
 	f.mu.Lock()
 	f.requests = append(f.requests, req)
-	res, err, block := f.result, f.err, f.block
+	res, err, block, gate := f.result, f.err, f.block, f.gate
 	f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	if block {
 		<-ctx.Done()
 		f.ended <- ctx.Err()

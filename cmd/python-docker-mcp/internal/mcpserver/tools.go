@@ -282,7 +282,7 @@ func codeSchemas(cfg config.Config, in *jsonschema.Schema) {
 // runOutSchema is the output schema of both execute tools.
 func runOutSchema() *jsonschema.Schema {
 	out := schemaOf[runOut]()
-	out.Properties["status"].Enum = []any{"ok", "error", "timeout", "oom", "killed", "refused", "syntax_error", "denied", "invalid", "quota_exceeded"}
+	out.Properties["status"].Enum = []any{"ok", "error", "timeout", "oom", "killed", "refused", "syntax_error", "denied", "invalid", "quota_exceeded", "outcome_unknown", "already_ran"}
 	out.Properties["state"].Description = stateOutDescription
 	return out
 }
