@@ -19,6 +19,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+	pdmimage "github.com/python-docker-mcp/python-docker-mcp/executor/image"
 )
 
 // API is the part of the Docker client the backend uses.
@@ -126,7 +127,7 @@ func Err(op, image string, err error) error {
 	case client.IsErrConnectionFailed(err):
 		return fmt.Errorf("%s: %w: %v (start Docker or set DOCKER_HOST)", op, backend.ErrUnavailable, err)
 	case cerrdefs.IsNotFound(err) && image != "" && strings.Contains(err.Error(), image):
-		return fmt.Errorf("%s: %w: %s (build it with `python-docker-mcp image build`)", op, backend.ErrImageMissing, image)
+		return missingImage(op, image)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
@@ -322,4 +323,14 @@ func (b *Backend) Ping(ctx context.Context) error {
 		return fmt.Errorf("%w: the Docker daemon does not answer: %v", backend.ErrUnavailable, err)
 	}
 	return nil
+}
+
+// missingImage is op's error for a sandbox image the daemon lacks, with
+// what to do: image build for an image python-docker-mcp builds, pull or
+// build it yourself for any other (image build would not help).
+func missingImage(op, image string) error {
+	if !pdmimage.Managed(image) {
+		return fmt.Errorf("%s: %w: %s (pull it or build it yourself: docker.image names it)", op, backend.ErrImageMissing, image)
+	}
+	return fmt.Errorf("%s: %w: %s (build it with `python-docker-mcp image build`)", op, backend.ErrImageMissing, image)
 }

@@ -64,7 +64,7 @@ func (b *Backend) Install(ctx context.Context, job backend.InstallJob, out io.Wr
 	ccancel()
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
-			return -1, fmt.Errorf("create installer: %w: %s (build it with `python-docker-mcp image build`)", backend.ErrImageMissing, job.Spec.Image)
+			return -1, missingImage("create installer", job.Spec.Image)
 		}
 		return -1, Err("create installer", "", err)
 	}
