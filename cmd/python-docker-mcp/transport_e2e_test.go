@@ -287,6 +287,10 @@ func TestHTTPCancelIsPerPrincipal(t *testing.T) {
 	if r.status != 200 || !strings.Contains(r.body, `"id":7`) || !strings.Contains(r.body, `finished`) || strings.Contains(r.body, `"isError":true`) {
 		t.Fatalf("alice's call after bob cancelled its id: %d %.500s, want it completed", r.status, r.body)
 	}
+	// The first call's sandbox must be gone before the second starts: on a
+	// loaded machine its removal can lag, and waitSandboxes below would
+	// count it and cancel before the second call is in flight.
+	waitSandboxesGone(t, cli, pid, "after alice's first call")
 
 	go func() {
 		s, b := postModern(t, url, alice, "tools/call", "execute-transient", modernSleep(8, 120))
