@@ -134,3 +134,62 @@ func (f *Fair) ungrant(principal string) {
 		close(best.ready)
 	}
 }
+
+// Held is a slot of a Fair that one request holds from its first step on
+// (the HTTP layer takes it before reading the request's body), and that a
+// later step of the same request can take over (Take) instead of waiting
+// for a slot of its own. Safe for concurrent use.
+type Held struct {
+	f       *Fair
+	mu      sync.Mutex
+	release func() // nil once released or taken
+}
+
+type heldKey struct{}
+
+// Hold waits for a slot for principal, as Acquire, and returns ctx
+// carrying it for a later step (Take) and the Held, whose Release gives
+// the slot back unless a step took it over.
+func (f *Fair) Hold(ctx context.Context, principal string) (context.Context, *Held, error) {
+	release, err := f.Acquire(ctx, principal)
+	if err != nil {
+		return ctx, nil, err
+	}
+	h := &Held{f: f, release: release}
+	return context.WithValue(ctx, heldKey{}, h), h, nil
+}
+
+// Release gives the slot back, unless it was taken over or released
+// already.
+func (h *Held) Release() {
+	h.mu.Lock()
+	release := h.release
+	h.release = nil
+	h.mu.Unlock()
+	if release != nil {
+		release()
+	}
+}
+
+// Release gives back the slot of f that ctx's request holds, if any
+// (a step that will not use it, so that the principal's next request
+// need not wait for this one to end).
+func (f *Fair) Release(ctx context.Context) {
+	if h, ok := ctx.Value(heldKey{}).(*Held); ok && h.f == f {
+		h.Release()
+	}
+}
+
+// Take takes over the slot of f that ctx's request holds: ok is true
+// and the caller gives it back with release. With no such slot (none
+// held, or released or taken already) ok is false.
+func (f *Fair) Take(ctx context.Context) (release func(), ok bool) {
+	h, _ := ctx.Value(heldKey{}).(*Held)
+	if h == nil || h.f != f {
+		return nil, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	release, h.release = h.release, nil
+	return release, release != nil
+}

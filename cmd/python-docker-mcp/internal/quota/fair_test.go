@@ -161,3 +161,54 @@ func TestFairCancelAfterGrant(t *testing.T) {
 		}
 	}
 }
+
+// A held slot counts as the principal's until a later step takes it
+// over and gives it back; Release after Take, a second Take, and a Fair
+// other than the one that holds it change nothing.
+func TestFairHeld(t *testing.T) {
+	f, other := NewFair(2, 1), NewFair(2, 1)
+	ctx, h, err := f.Hold(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := other.Take(ctx); ok {
+		t.Error("another Fair took the slot")
+	}
+	other.Release(ctx)
+	if _, running := f.Waiting("a"); running != 1 {
+		t.Fatalf("a runs %d slots after Hold and another Fair's Release, want 1", running)
+	}
+	next := acquireAsync(f, context.Background(), "a")
+	if next.granted() {
+		t.Fatal("a's second request got a slot while its first holds its share")
+	}
+	release, ok := f.Take(ctx)
+	if !ok {
+		t.Fatal("Take found no held slot")
+	}
+	if _, again := f.Take(ctx); again {
+		t.Error("the slot was taken twice")
+	}
+	h.Release() // taken over: not the Held's to give back
+	f.Release(ctx)
+	if next.granted() {
+		t.Fatal("Release after Take gave the slot back")
+	}
+	release()
+	next.wait(t)
+	next.release()
+	if _, running := f.Waiting("a"); running != 0 {
+		t.Errorf("a runs %d slots after all were given back, want 0", running)
+	}
+
+	// released without a taker: the slot is free once
+	ctx, h, _ = f.Hold(context.Background(), "b")
+	f.Release(ctx)
+	h.Release()
+	if _, ok := f.Take(ctx); ok {
+		t.Error("a released slot was taken")
+	}
+	if _, running := f.Waiting("b"); running != 0 {
+		t.Errorf("b runs %d slots after Release, want 0", running)
+	}
+}
