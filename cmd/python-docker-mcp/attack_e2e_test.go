@@ -101,7 +101,7 @@ func runAttack(tb testing.TB, name string, other *sdk.ClientSession, pid int, ro
 	call()
 	r := attackRun{attack: name, hwmBefore: vmHWM(tb, pid)}
 	cpu0 := cpuTime(tb, pid)
-	notes := map[string]bool{}
+	var notes []string
 	for range rounds {
 		for range calls {
 			r.quiet = append(r.quiet, call())
@@ -118,14 +118,12 @@ func runAttack(tb testing.TB, name string, other *sdk.ClientSession, pid int, ro
 		close(stop)
 		<-done
 		r.attacks += n
-		notes[note] = true
+		notes = append(notes, note)
 		time.Sleep(500 * time.Millisecond) // the attack's last requests answered
 	}
 	r.cpu = cpuTime(tb, pid) - cpu0
 	r.hwm = vmHWM(tb, pid)
-	for n := range notes {
-		r.note += n + "; "
-	}
+	r.note = strings.Join(notes, "; ")
 	return r
 }
 

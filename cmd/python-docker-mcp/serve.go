@@ -256,7 +256,7 @@ func serveHTTP(ctx context.Context, cfg config.Config, srv *mcpserver.Server, se
 	// The token is checked before the principal's turn (fairSlot), the
 	// body read only after it.
 	mcp := inflightBytes(sessions.ledger, sessions.quotas, sessions.Middleware(exactHTTPIDs(mcpHTTP)))
-	mux.Handle(cfg.Server.Path, limitBody(int64(cfg.Server.MaxBodyBytes), a.Verify(fairSlot(analyses, a.Scopes(mcp)))))
+	mux.Handle(cfg.Server.Path, limitBody(int64(cfg.Server.MaxBodyBytes), a.Verify(fairSlot(newPace(analyses), analyses, a.Scopes(mcp)))))
 	if cfg.Server.MetricsAddr == "" {
 		mux.Handle("/metrics", m.Handler())
 	}

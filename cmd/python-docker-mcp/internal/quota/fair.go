@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // Fair shares a fixed number of slots (the cores the server gives its own
@@ -20,7 +21,13 @@ type Fair struct {
 	held    map[string]int       // principal -> slots it runs
 	waiting map[string][]*waiter // principal -> its waiters, oldest first
 	seq     uint64
+	charge  func(principal string, held time.Duration)
 }
+
+// OnRelease has charge called with the principal and how long it held
+// the slot each time a slot is given back (Pace.Charge: the time counts
+// against the principal's pace). Call it before the Fair is used.
+func (f *Fair) OnRelease(charge func(principal string, held time.Duration)) { f.charge = charge }
 
 type waiter struct {
 	ready   chan struct{}
@@ -89,11 +96,15 @@ func (f *Fair) Waiting(principal string) (waiting, running int) {
 
 func (f *Fair) releaser(principal string) func() {
 	var once sync.Once
+	start := time.Now()
 	return func() {
 		once.Do(func() {
 			f.mu.Lock()
 			f.ungrant(principal)
 			f.mu.Unlock()
+			if f.charge != nil {
+				f.charge(principal, time.Since(start))
+			}
 		})
 	}
 }
@@ -192,4 +203,88 @@ func (f *Fair) Take(ctx context.Context) (release func(), ok bool) {
 	defer h.mu.Unlock()
 	release, h.release = h.release, nil
 	return release, release != nil
+}
+
+// Pace spaces each principal's requests: after a burst, a principal's
+// requests start at most one per interval, each waiting its turn (a
+// generic cell rate algorithm; nothing is refused). A flood of cheap
+// requests from one principal then costs the server at most its rate of
+// work however fast its clients send. Safe for concurrent use.
+type Pace struct {
+	mu       sync.Mutex
+	interval time.Duration
+	burst    int
+	factor   float64
+	tat      map[string]time.Time // principal -> its theoretical arrival time
+	now      func() time.Time
+}
+
+// paceSweep is how many principals Pace tracks before it forgets the
+// ones that have been quiet for a whole burst.
+const paceSweep = 4096
+
+// NewPace returns a Pace of perSecond requests a second (at most; 0 or
+// less paces nothing) after a burst of burst requests (at least 1), where
+// the server's time on a principal's work counts factor times (Charge;
+// 0 counts none).
+func NewPace(perSecond float64, burst int, factor float64) *Pace {
+	p := &Pace{burst: max(burst, 1), factor: factor, tat: map[string]time.Time{}, now: time.Now}
+	if perSecond > 0 {
+		p.interval = time.Duration(float64(time.Second) / perSecond)
+	}
+	return p
+}
+
+// Charge counts work the server did for principal against its pace: its
+// later requests wait as if it had sent d×factor/interval more requests
+// (NewPace's factor; 2 keeps a principal that keeps the server busy to
+// half a core of it, its burst aside).
+func (p *Pace) Charge(principal string, d time.Duration) {
+	if p == nil || p.interval <= 0 || p.factor <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	tat := p.tat[principal]
+	if tat.Before(now) {
+		tat = now
+	}
+	p.tat[principal] = tat.Add(time.Duration(float64(d) * p.factor))
+}
+
+// Wait waits for principal's turn, or for ctx to end (its error,
+// wrapped; the turn is spent).
+func (p *Pace) Wait(ctx context.Context, principal string) error {
+	if p == nil || p.interval <= 0 {
+		return nil
+	}
+	p.mu.Lock()
+	now := p.now()
+	if len(p.tat) >= paceSweep {
+		for k, t := range p.tat {
+			if t.Before(now) {
+				delete(p.tat, k)
+			}
+		}
+	}
+	tat := p.tat[principal]
+	if tat.Before(now) {
+		tat = now
+	}
+	tat = tat.Add(p.interval)
+	p.tat[principal] = tat
+	p.mu.Unlock()
+	wait := tat.Sub(now) - time.Duration(p.burst)*p.interval
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("gave up waiting for the principal's turn (its requests are paced): %w", context.Cause(ctx))
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"testing"
+	"time"
 )
 
 // pending is an Acquire started by acquireAsync.
@@ -210,5 +211,63 @@ func TestFairHeld(t *testing.T) {
 	}
 	if _, running := f.Waiting("b"); running != 0 {
 		t.Errorf("b runs %d slots after Release, want 0", running)
+	}
+}
+
+// A principal's requests past its burst wait their turn, and the work
+// charged to it delays its next ones; another principal's do not wait.
+func TestPace(t *testing.T) {
+	p := NewPace(1, 2, 2) // one a second after a burst of two
+	now := time.Unix(1000, 0)
+	p.now = func() time.Time { return now }
+	done, cancel := context.WithCancel(context.Background())
+	cancel() // a request that would wait gives up at once
+	for i := range 2 {
+		if err := p.Wait(done, "a"); err != nil {
+			t.Fatalf("a's request %d of its burst of 2: %v", i+1, err)
+		}
+	}
+	if err := p.Wait(done, "a"); err == nil {
+		t.Fatal("a's third request within the same second did not wait")
+	}
+	if err := p.Wait(done, "b"); err != nil {
+		t.Fatalf("b's first request waited behind a's: %v", err)
+	}
+	now = now.Add(10 * time.Second) // a is quiet: its burst is back
+	if err := p.Wait(done, "a"); err != nil {
+		t.Fatalf("a's request after a quiet while: %v", err)
+	}
+	p.Charge("a", 2*time.Second) // 4 s of its pace
+	now = now.Add(2 * time.Second)
+	if err := p.Wait(done, "a"); err == nil {
+		t.Fatal("a's request 2 s after it was charged 2 s of work (factor 2) did not wait")
+	}
+	now = now.Add(5 * time.Second)
+	if err := p.Wait(done, "a"); err != nil {
+		t.Fatalf("a's request once its charge was paid: %v", err)
+	}
+	if err := NewPace(0, 1, 2).Wait(done, "a"); err != nil {
+		t.Errorf("a Pace of no rate waited: %v", err)
+	}
+}
+
+// A Fair reports how long each slot was held to its OnRelease.
+func TestFairOnRelease(t *testing.T) {
+	f := NewFair(1, 1)
+	var got []string
+	f.OnRelease(func(p string, held time.Duration) {
+		if held < 0 {
+			t.Errorf("%s held its slot %v", p, held)
+		}
+		got = append(got, p)
+	})
+	release, err := f.Acquire(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	release()
+	if len(got) != 1 || got[0] != "a" {
+		t.Errorf("OnRelease saw %v, want [a] (once per slot)", got)
 	}
 }
