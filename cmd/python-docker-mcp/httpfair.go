@@ -11,11 +11,12 @@ import (
 // requestBurst, at most requestsPerSecond a second start (the others
 // wait their turn), and the time a principal's requests hold one of the
 // server's analysis slots counts workFactor times, so that one principal
-// keeps the server's cores busy for at most half a core sustained.
+// keeps the server's cores busy for at most a quarter of a core
+// sustained.
 const (
 	requestsPerSecond = 50
 	requestBurst      = 100
-	workFactor        = 2
+	workFactor        = 4
 )
 
 // newPace returns the pace of HTTP requests, charged with the time each

@@ -237,8 +237,8 @@ func NewPace(perSecond float64, burst int, factor float64) *Pace {
 
 // Charge counts work the server did for principal against its pace: its
 // later requests wait as if it had sent d×factor/interval more requests
-// (NewPace's factor; 2 keeps a principal that keeps the server busy to
-// half a core of it, its burst aside).
+// (NewPace's factor: with factor k, a principal keeps the server busy
+// for at most 1/k of a core sustained, its burst aside).
 func (p *Pace) Charge(principal string, d time.Duration) {
 	if p == nil || p.interval <= 0 || p.factor <= 0 {
 		return
