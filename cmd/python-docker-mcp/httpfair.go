@@ -15,7 +15,7 @@ import (
 // sustained.
 const (
 	requestsPerSecond = 50
-	requestBurst      = 100
+	requestBurst      = 20
 	workFactor        = 4
 )
 
