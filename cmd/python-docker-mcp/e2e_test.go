@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 }
 
 // serverEnv is a clean environment: no user config, a temp HOME.
-func serverEnv(t *testing.T, extra ...string) []string {
+func serverEnv(t testing.TB, extra ...string) []string {
 	home := t.TempDir()
 	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
 	for _, k := range []string{"DOCKER_HOST", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY", "TMPDIR"} {
@@ -155,7 +155,7 @@ func structured(t *testing.T, r *sdk.CallToolResult) map[string]any {
 // tests' and other servers' may exist at the same time); holders of
 // network namespaces, and the container that fills the interpreter tree
 // volume (created and removed at once), only when withHolders.
-func containers(t *testing.T, cli *client.Client, pid int, withHolders bool) int {
+func containers(t testing.TB, cli *client.Client, pid int, withHolders bool) int {
 	t.Helper()
 	f := make(client.Filters).Add("label", executor.LabelKind).Add("label", fmt.Sprintf("%s=%d", executor.LabelPID, pid))
 	l, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: f})
@@ -179,7 +179,7 @@ func sandboxes(t *testing.T, cli *client.Client, pid int) int {
 
 // waitNoSandboxes waits until no container of the server process pid is
 // left, holders included (they go with the server).
-func waitNoSandboxes(t *testing.T, cli *client.Client, pid int, what string) {
+func waitNoSandboxes(t testing.TB, cli *client.Client, pid int, what string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for containers(t, cli, pid, true) != 0 {
@@ -368,14 +368,14 @@ var urlLine = regexp.MustCompile(`url=(http://\S+)`)
 // startHTTP starts the built server on a free loopback port with args and
 // returns its /mcp URL and its log. At the test's end the server gets
 // SIGINT and must leave no sandbox behind.
-func startHTTP(t *testing.T, cli *client.Client, args ...string) (string, *lockedBuffer) {
+func startHTTP(t testing.TB, cli *client.Client, args ...string) (string, *lockedBuffer) {
 	t.Helper()
 	url, log, _ := startHTTPServer(t, cli, args...)
 	return url, log
 }
 
 // startHTTPServer is startHTTP that also returns the server's process id.
-func startHTTPServer(t *testing.T, cli *client.Client, args ...string) (string, *lockedBuffer, int) {
+func startHTTPServer(t testing.TB, cli *client.Client, args ...string) (string, *lockedBuffer, int) {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"--transport", "http", "--addr", "127.0.0.1:0"}, args...)...)
 	cmd.Env = serverEnv(t)

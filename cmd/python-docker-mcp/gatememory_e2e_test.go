@@ -118,7 +118,7 @@ func TestExpressionChainsRefused(t *testing.T) {
 }
 
 // vmHWM is the peak resident set of process pid, in bytes.
-func vmHWM(t *testing.T, pid int) int64 {
+func vmHWM(t testing.TB, pid int) int64 {
 	t.Helper()
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
@@ -139,7 +139,7 @@ func vmHWM(t *testing.T, pid int) int64 {
 
 // cpuTime is the user and system CPU time process pid has used
 // (/proc/PID/stat, in clock ticks of 10 ms).
-func cpuTime(t *testing.T, pid int) time.Duration {
+func cpuTime(t testing.TB, pid int) time.Duration {
 	t.Helper()
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {

@@ -32,7 +32,7 @@ const legacyProtocol = "2025-11-25"
 
 // testKeys writes an RSA public key for auth.public_key_path and returns
 // its path and a function minting tokens for a subject and scopes.
-func testKeys(t *testing.T) (string, func(sub, scope string) string) {
+func testKeys(t testing.TB) (string, func(sub, scope string) string) {
 	t.Helper()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {

@@ -164,6 +164,9 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 	sessions.ledger, sessions.quotas = ledger, engineQuotas(gate)
 	m := metrics.New(metrics.Sources{Executor: exec.Stats, MCPSessions: mcpSessions,
 		Quotas: func() []quota.Stat { return ledger.Stats(policy.QuotaNames) }})
+	// The cores the server gives its own work on requests, shared
+	// fairly between principals by the HTTP transport and the analysis.
+	analyses := mcpserver.NewAnalyses()
 	srv := mcpserver.New(mcpserver.Deps{
 		Config:     run.Config,
 		Gate:       gate,
@@ -174,6 +177,7 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 		Version:    version,
 		Middleware: []server.ToolHandlerMiddleware{m.Middleware, audit(gate, log)},
 		Quotas:     ledger,
+		Analyses:   analyses,
 	})
 	run.told = func(old, cfg config.Config) {
 		if srv.Reconfigured(old, cfg) {
@@ -194,7 +198,7 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 
 	switch cfg.Server.Transport {
 	case "http":
-		err = serveHTTP(ctx, cfg, srv, sessions, m, exec.Ping, log)
+		err = serveHTTP(ctx, cfg, srv, sessions, analyses, m, exec.Ping, log)
 	default:
 		local := auth.Local(cfg.Auth.Scopes)
 		stdio := server.NewStdioServer(srv.MCP())
@@ -237,7 +241,7 @@ func (e configError) Unwrap() error { return e.err }
 // serveHTTP serves Streamable HTTP at server.path, /healthz (ping: the
 // backend answers), /livez, and the protected resource metadata (naming
 // server.public_url, else the listen address), until ctx ends.
-func serveHTTP(ctx context.Context, cfg config.Config, srv *mcpserver.Server, sessions *httpSessions, m *metrics.Metrics, ping func(context.Context) error, log *slog.Logger) error {
+func serveHTTP(ctx context.Context, cfg config.Config, srv *mcpserver.Server, sessions *httpSessions, analyses *quota.Fair, m *metrics.Metrics, ping func(context.Context) error, log *slog.Logger) error {
 	addr := cfg.Server.Addr
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -257,7 +261,10 @@ func serveHTTP(ctx context.Context, cfg config.Config, srv *mcpserver.Server, se
 	mcpHTTP := server.NewStreamableHTTPServer(srv.MCP(), server.WithEndpointPath(cfg.Server.Path), server.WithStreamableHTTPLogger(log),
 		server.WithSessionIdManagerResolver(sessions), server.WithSessionIdleTTL(httpSessionIdleTTL))
 	mux := http.NewServeMux()
-	mux.Handle(cfg.Server.Path, limitBody(int64(cfg.Server.MaxBodyBytes), a.Middleware(inflightBytes(sessions.ledger, sessions.quotas, sessions.Middleware(exactHTTPIDs(mcpHTTP))))))
+	// The token is checked before the principal's turn (fairSlot), the
+	// body read only after it.
+	mcp := inflightBytes(sessions.ledger, sessions.quotas, sessions.Middleware(exactHTTPIDs(mcpHTTP)))
+	mux.Handle(cfg.Server.Path, limitBody(int64(cfg.Server.MaxBodyBytes), a.Verify(fairSlot(newPace(analyses), analyses, a.Scopes(mcp)))))
 	if cfg.Server.MetricsAddr == "" {
 		mux.Handle("/metrics", m.Handler())
 	}

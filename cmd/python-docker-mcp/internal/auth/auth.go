@@ -121,6 +121,8 @@ type Authenticator struct {
 	maxBody  int64
 	log      *slog.Logger
 	devToken string
+	now      func() time.Time
+	tokens   tokenCache
 }
 
 // DevTokenPath is the file holding the development token in mode dev ("" in
@@ -150,7 +152,7 @@ func New(ctx context.Context, cfg config.Auth, opts Options) (*Authenticator, er
 	if err := checkScopes(cfg.Scopes); err != nil {
 		return nil, err
 	}
-	a := &Authenticator{mode: cfg.Mode, scopes: cfg.Scopes, maxBody: opts.MaxBodyBytes, log: opts.Logger}
+	a := &Authenticator{mode: cfg.Mode, scopes: cfg.Scopes, maxBody: opts.MaxBodyBytes, log: opts.Logger, now: opts.Now}
 
 	switch cfg.Mode {
 	case ModeOff:
@@ -263,6 +265,17 @@ func New(ctx context.Context, cfg config.Auth, opts Options) (*Authenticator, er
 //
 // In mode off every request passes as Local(scopes).
 func (a *Authenticator) Middleware(next http.Handler) http.Handler {
+	return a.Verify(a.Scopes(next))
+}
+
+// Verify is the first half of Middleware: it answers 401 unless the
+// request's bearer token is valid, and calls next with the Principal in
+// the request context; it reads no body, so that a caller can be queued
+// by who it is before anything it sent is read. A verified token is
+// remembered (by its SHA-256) until it expires, at most tokenCacheTTL:
+// the same token again costs a hash, not a signature check. In mode off
+// every request passes as Local(scopes).
+func (a *Authenticator) Verify(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.mode == ModeOff {
 			next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), Local(a.scopes))))
@@ -273,32 +286,46 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 			a.unauthorized(w, r, "", "")
 			return
 		}
-		p, reason := a.verify(r.Context(), raw)
+		p, reason := a.verifyCached(r.Context(), raw)
 		if reason != "" {
 			a.unauthorized(w, r, "invalid_token", reason)
 			return
 		}
-		if r.Method == http.MethodPost && r.Body != nil {
-			body, err := io.ReadAll(io.LimitReader(r.Body, a.maxBody+1))
-			_ = r.Body.Close()
-			if err != nil {
-				http.Error(w, "read request body: "+err.Error(), http.StatusBadRequest)
+		next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
+	})
+}
+
+// Scopes is the second half of Middleware, after Verify: it reads a POST
+// body (at most Options.MaxBodyBytes, else 413), restores it for next,
+// and answers 403 insufficient_scope when it is a tools/call or
+// resources/read the principal's token does not grant. In mode off it
+// checks nothing.
+func (a *Authenticator) Scopes(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.mode == ModeOff || r.Method != http.MethodPost || r.Body == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		p, _ := PrincipalFrom(r.Context())
+		body, err := io.ReadAll(io.LimitReader(r.Body, a.maxBody+1))
+		_ = r.Body.Close()
+		if err != nil {
+			http.Error(w, "read request body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if int64(len(body)) > a.maxBody {
+			http.Error(w, fmt.Sprintf("request body larger than %d bytes", a.maxBody), http.StatusRequestEntityTooLarge)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		if call, ok := peekCall(body); ok {
+			if missing := missingScopes(p, ScopeFor(a.scopes, call.method, call.name)); len(missing) > 0 {
+				a.forbidden(w, r, p, call, missing)
 				return
-			}
-			if int64(len(body)) > a.maxBody {
-				http.Error(w, fmt.Sprintf("request body larger than %d bytes", a.maxBody), http.StatusRequestEntityTooLarge)
-				return
-			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			r.ContentLength = int64(len(body))
-			if call, ok := peekCall(body); ok {
-				if missing := missingScopes(p, ScopeFor(a.scopes, call.method, call.name)); len(missing) > 0 {
-					a.forbidden(w, r, p, call, missing)
-					return
-				}
 			}
 		}
-		next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
+		next.ServeHTTP(w, r)
 	})
 }
 
@@ -322,9 +349,14 @@ type claims struct {
 	Scp   json.RawMessage `json:"scp,omitempty"`
 }
 
-// verify checks raw and returns its principal, or a short reason (safe to
-// show the client) why it is refused.
-func (a *Authenticator) verify(ctx context.Context, raw string) (Principal, string) {
+// verify checks raw and returns its principal and expiry, or a short
+// reason (safe to show the client) why it is refused.
+func (a *Authenticator) verify(ctx context.Context, raw string) (p Principal, exp time.Time, reason string) {
+	p, reason = a.verifyClaims(ctx, raw, &exp)
+	return p, exp, reason
+}
+
+func (a *Authenticator) verifyClaims(ctx context.Context, raw string, exp *time.Time) (Principal, string) {
 	var c claims
 	tok, err := a.parser.ParseWithClaims(raw, &c, a.keyfunc(ctx))
 	if err != nil {
@@ -338,6 +370,7 @@ func (a *Authenticator) verify(ctx context.Context, raw string) (Principal, stri
 	if c.Subject == "" {
 		return Principal{}, "token has no subject (sub claim)"
 	}
+	*exp = c.ExpiresAt.Time // required by the parser
 	scopes := strings.Fields(c.Scope)
 	if len(c.Scp) > 0 {
 		var list []string

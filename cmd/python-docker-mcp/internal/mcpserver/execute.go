@@ -184,7 +184,8 @@ func (s *Server) gate(ctx context.Context, tool, code string, in policy.Input, p
 
 // analysisSlot waits for one of the server's analysis slots for the
 // caller (quota.Fair: a principal runs at most its share of them, and
-// waits behind its own calls), within its quota of calls being analysed
+// waits behind its own calls), or takes over the one the transport holds
+// for the request (Deps.Analyses), within its quota of calls being analysed
 // or waiting (policy.QuotaAnalyses). It returns the slot's release, or
 // the result to send back: a quota refusal, or the end of the request
 // while it waited.
@@ -203,7 +204,11 @@ func (s *Server) analysisSlot(ctx context.Context, tool string, in policy.Input)
 			return nil, s.quotaRefusal(ctx, tool, sessionID, qe)
 		}
 	}
-	slot, err := s.analyses.Acquire(ctx, in.Principal.Sub)
+	slot, held := s.analyses.Take(ctx) // the transport's, waited for before the request was read
+	var err error
+	if !held {
+		slot, err = s.analyses.Acquire(ctx, in.Principal.Sub)
+	}
 	if err != nil {
 		counted()
 		msg := "the call ended while its code waited to be analysed, nothing was run: " + err.Error()

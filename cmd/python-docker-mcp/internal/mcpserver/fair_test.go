@@ -118,3 +118,44 @@ func resultText(r *mcp.CallToolResult) string {
 	tc, _ := r.Content[0].(mcp.TextContent)
 	return tc.Text
 }
+
+// The slot the transport holds for a request is the one its analysis
+// uses (the principal, at its share, would otherwise wait for itself),
+// and it is given back when the analysis ends; a tool that analyses
+// nothing gives it back as its handler starts.
+func TestHeldSlotHandedOver(t *testing.T) {
+	cfg := config.Default()
+	eng, err := policy.Load(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newServer(t, cfg, Deps{Gate: policy.NewGate(eng), Exec: &scriptedExec{}})
+	srv.analyses = quota.NewFair(2, 1)
+
+	ctx, held, err := srv.analyses.Hold(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	in := policy.Input{Principal: policy.Principal{Sub: "a", Scopes: []string{}}}
+	if _, _, res := srv.gate(ctx, ToolExecuteTransient, "x = 1\n", in, func(string) {}); res != nil {
+		t.Fatalf("the analysis with a held slot: %q", resultText(res))
+	}
+	if _, running := srv.analyses.Waiting("a"); running != 0 {
+		t.Errorf("a runs %d slots after its analysis, want 0 (the held one given back)", running)
+	}
+
+	ctx, held, _ = srv.analyses.Hold(context.Background(), "a")
+	defer held.Release()
+	var during int
+	h := srv.handOff(func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		_, during = srv.analyses.Waiting("a")
+		return nil, nil
+	})
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "list-sessions"
+	h(ctx, req)
+	if during != 0 {
+		t.Errorf("list-sessions ran holding %d slots, want 0", during)
+	}
+}

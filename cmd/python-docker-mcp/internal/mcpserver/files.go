@@ -362,6 +362,7 @@ func (s *Server) listFiles(ctx context.Context, _ mcp.CallToolRequest, args list
 
 // readResource serves sandbox://SESSION/PATH for the caller's sessions.
 func (s *Server) readResource(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+	s.analyses.Release(ctx) // it waits on a sandbox, not on the server's cores (Deps.Analyses)
 	id, p, err := parseFileURI(req.Params.URI)
 	if err != nil {
 		return nil, err

@@ -83,6 +83,13 @@ type Deps struct {
 	// decisions (shared with the transport for the metrics); nil for a
 	// ledger of the server's own.
 	Quotas *quota.Ledger
+	// Analyses shares the cores the server gives to analysing code
+	// between principals; nil for one of the server's own of
+	// GOMAXPROCS slots, half of them per principal. A transport that
+	// holds a slot of it for a request (quota.Fair.Hold) hands it to the
+	// request's analysis, or gives it back when the request's tool
+	// handler starts for a tool that analyses nothing.
+	Analyses *quota.Fair
 }
 
 // Server holds the MCP server and its tools. Safe for concurrent use.
@@ -101,6 +108,28 @@ type Server struct {
 	tools    []mcp.Tool    // Tools of that config
 }
 
+// NewAnalyses returns the server's analysis slots: GOMAXPROCS of them,
+// half of them (at least one) for one principal.
+func NewAnalyses() *quota.Fair {
+	procs := runtime.GOMAXPROCS(0)
+	return quota.NewFair(procs, procs/2)
+}
+
+// handOff gives back the analysis slot the transport holds for the call
+// (Deps.Analyses) when the tool analyses no code, as its handler starts,
+// so that the principal's next request does not wait for this one to
+// end; an execute tool's analysis takes it over (analysisSlot). Whatever
+// the handler did, the slot is given back when it returns.
+func (s *Server) handOff(next server.ToolHandlerFunc) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		defer s.analyses.Release(ctx)
+		if name := req.Params.Name; name != ToolExecuteTransient && name != ToolExecutePersistent {
+			s.analyses.Release(ctx)
+		}
+		return next(ctx, req)
+	}
+}
+
 // New registers the tools and the session-file resource template.
 func New(d Deps) *Server {
 	if d.Logger == nil {
@@ -112,8 +141,10 @@ func New(d Deps) *Server {
 	if d.Quotas == nil {
 		d.Quotas = quota.New()
 	}
-	procs := runtime.GOMAXPROCS(0)
-	s := &Server{d: d, outputs: newOutputStore(), analyses: quota.NewFair(procs, procs/2), memo: newCallMemo()}
+	if d.Analyses == nil {
+		d.Analyses = NewAnalyses()
+	}
+	s := &Server{d: d, outputs: newOutputStore(), analyses: d.Analyses, memo: newCallMemo()}
 	d.Quotas.Source(policy.QuotaOutputBytes, s.outputs.use)
 	tools := Tools(d.Config())
 	args, err := newArgValidator(tools)
@@ -132,6 +163,7 @@ func New(d Deps) *Server {
 		server.WithLogging(),
 		server.WithRecovery(),
 		server.WithResourceRecovery(),
+		server.WithToolHandlerMiddleware(s.handOff),
 		server.WithToolHandlerMiddleware(args.middleware),
 		server.WithOutputSchemaValidation(),
 		server.WithHooks(hooks),

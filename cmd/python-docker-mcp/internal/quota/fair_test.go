@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"testing"
+	"time"
 )
 
 // pending is an Acquire started by acquireAsync.
@@ -159,5 +160,114 @@ func TestFairCancelAfterGrant(t *testing.T) {
 		if f.busy != 0 {
 			t.Fatalf("a slot was lost: busy %d", f.busy)
 		}
+	}
+}
+
+// A held slot counts as the principal's until a later step takes it
+// over and gives it back; Release after Take, a second Take, and a Fair
+// other than the one that holds it change nothing.
+func TestFairHeld(t *testing.T) {
+	f, other := NewFair(2, 1), NewFair(2, 1)
+	ctx, h, err := f.Hold(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := other.Take(ctx); ok {
+		t.Error("another Fair took the slot")
+	}
+	other.Release(ctx)
+	if _, running := f.Waiting("a"); running != 1 {
+		t.Fatalf("a runs %d slots after Hold and another Fair's Release, want 1", running)
+	}
+	next := acquireAsync(f, context.Background(), "a")
+	if next.granted() {
+		t.Fatal("a's second request got a slot while its first holds its share")
+	}
+	release, ok := f.Take(ctx)
+	if !ok {
+		t.Fatal("Take found no held slot")
+	}
+	if _, again := f.Take(ctx); again {
+		t.Error("the slot was taken twice")
+	}
+	h.Release() // taken over: not the Held's to give back
+	f.Release(ctx)
+	if next.granted() {
+		t.Fatal("Release after Take gave the slot back")
+	}
+	release()
+	next.wait(t)
+	next.release()
+	if _, running := f.Waiting("a"); running != 0 {
+		t.Errorf("a runs %d slots after all were given back, want 0", running)
+	}
+
+	// released without a taker: the slot is free once
+	ctx, h, _ = f.Hold(context.Background(), "b")
+	f.Release(ctx)
+	h.Release()
+	if _, ok := f.Take(ctx); ok {
+		t.Error("a released slot was taken")
+	}
+	if _, running := f.Waiting("b"); running != 0 {
+		t.Errorf("b runs %d slots after Release, want 0", running)
+	}
+}
+
+// A principal's requests past its burst wait their turn, and the work
+// charged to it delays its next ones; another principal's do not wait.
+func TestPace(t *testing.T) {
+	p := NewPace(1, 2, 2) // one a second after a burst of two
+	now := time.Unix(1000, 0)
+	p.now = func() time.Time { return now }
+	done, cancel := context.WithCancel(context.Background())
+	cancel() // a request that would wait gives up at once
+	for i := range 2 {
+		if err := p.Wait(done, "a"); err != nil {
+			t.Fatalf("a's request %d of its burst of 2: %v", i+1, err)
+		}
+	}
+	if err := p.Wait(done, "a"); err == nil {
+		t.Fatal("a's third request within the same second did not wait")
+	}
+	if err := p.Wait(done, "b"); err != nil {
+		t.Fatalf("b's first request waited behind a's: %v", err)
+	}
+	now = now.Add(10 * time.Second) // a is quiet: its burst is back
+	if err := p.Wait(done, "a"); err != nil {
+		t.Fatalf("a's request after a quiet while: %v", err)
+	}
+	p.Charge("a", 2*time.Second) // 4 s of its pace
+	now = now.Add(2 * time.Second)
+	if err := p.Wait(done, "a"); err == nil {
+		t.Fatal("a's request 2 s after it was charged 2 s of work (factor 2) did not wait")
+	}
+	now = now.Add(5 * time.Second)
+	if err := p.Wait(done, "a"); err != nil {
+		t.Fatalf("a's request once its charge was paid: %v", err)
+	}
+	if err := NewPace(0, 1, 2).Wait(done, "a"); err != nil {
+		t.Errorf("a Pace of no rate waited: %v", err)
+	}
+}
+
+// A Fair reports how long each slot was held to its OnRelease.
+func TestFairOnRelease(t *testing.T) {
+	f := NewFair(1, 1)
+	var got []string
+	f.OnRelease(func(p string, held time.Duration) {
+		if held < 0 {
+			t.Errorf("%s held its slot %v", p, held)
+		}
+		got = append(got, p)
+	})
+	release, err := f.Acquire(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	release()
+	if len(got) != 1 || got[0] != "a" {
+		t.Errorf("OnRelease saw %v, want [a] (once per slot)", got)
 	}
 }
