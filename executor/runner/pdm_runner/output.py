@@ -89,3 +89,10 @@ def _flush_stdio():
                 s.flush()
         except BaseException:  # noqa: BLE001
             pass
+
+
+def _no_input(prompt=""):
+    """input() in a sandbox: there is no terminal and stdin is empty, so
+    say so instead of Python's bare "EOF when reading a line"."""
+    raise EOFError("input() is not available: code runs without a terminal and its stdin is empty; "
+                   "put the data in the code, a variable or a file in the working directory")
