@@ -302,6 +302,7 @@ def _worker_run(req, denied):
     tail = compile(last, cell_name, "eval", dont_inherit=True) if last is not None else None
 
     builtins.input = _no_input
+    builtins.display = _display
     exc = None
     value = None
     images, skipped = [], 0
