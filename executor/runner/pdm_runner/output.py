@@ -89,3 +89,18 @@ def _flush_stdio():
                 s.flush()
         except BaseException:  # noqa: BLE001
             pass
+
+
+def _no_input(prompt=""):
+    """input() in a sandbox: there is no terminal and stdin is empty, so
+    say so instead of Python's bare "EOF when reading a line"."""
+    raise EOFError("input() is not available: code runs without a terminal and its stdin is empty; "
+                   "put the data in the code, a variable or a file in the working directory")
+
+
+def _display(*objs):
+    """display(obj, ...) as in a notebook, in text: each object's repr on
+    stdout (a pandas DataFrame's repr is its table, bounded by pandas'
+    display options), so a cell can show values that are not its last."""
+    for o in objs:
+        print(repr(o), file=sys.stdout)

@@ -301,6 +301,8 @@ def _worker_run(req, denied):
     body = compile(tree, cell_name, "exec", dont_inherit=True)
     tail = compile(last, cell_name, "eval", dont_inherit=True) if last is not None else None
 
+    builtins.input = _no_input
+    builtins.display = _display
     exc = None
     value = None
     images, skipped = [], 0

@@ -126,3 +126,12 @@ class FilesTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class NoInputTest(unittest.TestCase):
+    def test_input_says_why_it_fails(self):
+        R = loader.load()
+        with self.assertRaises(EOFError) as cm:
+            R["_no_input"]("name? ")
+        self.assertIn("input() is not available", str(cm.exception))
+        self.assertIn("stdin is empty", str(cm.exception))

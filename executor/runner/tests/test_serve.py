@@ -71,6 +71,15 @@ class TransientCallTest(unittest.TestCase):
         resp = self.call(code="import subprocess\n", imports=[{"module": "subprocess", "level": 0, "from": False, "line": 1}])
         self.assertEqual(resp["error"]["type"], "ModuleBlockedError", resp)
 
+    def test_input_fails_with_a_clear_message(self):
+        resp = self.call(code="name = input('name? ')\n", imports=[], state=None, state_keys=[])
+        self.assertEqual((resp["status"], resp["error"]["type"]), ("error", "EOFError"), resp)
+        self.assertIn("input() is not available", resp["error"]["message"])
+
+    def test_display_shows_each_value(self):
+        resp = self.call(code="display(1, 'a')\nx = 2\n", imports=[], state=None, state_keys=[])
+        self.assertEqual((resp["status"], resp["stdout"]), ("ok", "1\n'a'\n"), resp)
+
     def test_time_limit(self):
         resp = self.call(code="while True:\n    pass\n", imports=[], limits={"timeout_ms": 200, "grace_ms": 500})
         self.assertEqual(resp["status"], "timeout", resp)
