@@ -24,11 +24,24 @@ type poolSet struct {
 
 func (ps *poolSet) close() { ps.once.Do(func() { close(ps.stop) }) }
 
-// pool is the transient pool in force (nil when pooling is off).
-func (e *Executor) pool() *pool { return e.pools.Load().t }
+// pool is the transient pool in force (nil when pooling is off, and
+// while the first set is being made: its fills may start sandboxes
+// before it is stored).
+func (e *Executor) pool() *pool {
+	if ps := e.pools.Load(); ps != nil {
+		return ps.t
+	}
+	return nil
+}
 
-// spool is the pool of sandboxes for new sessions (nil when off).
-func (e *Executor) spool() *pool { return e.pools.Load().s }
+// spool is the pool of sandboxes for new sessions (nil when off, or
+// before the first set is stored).
+func (e *Executor) spool() *pool {
+	if ps := e.pools.Load(); ps != nil {
+		return ps.s
+	}
+	return nil
+}
 
 // startPools makes cfg's pools and starts their upkeep; it ends when the
 // set is retired or the executor closes.
