@@ -205,7 +205,30 @@ type Pool struct {
 	// guess before it has seen any call (then it follows the imports of
 	// recent calls).
 	Preload []string `koanf:"preload" json:"preload"`
+	// Reuse says whether a transient call may run in a sandbox that served
+	// earlier calls of the same principal: "principal" (each call still
+	// gets a fresh process; the sandbox is reset and checked between
+	// calls, see executor/README.md "Reused sandboxes") or "never" (a
+	// fresh container per call). The policy may say "never" per call.
+	Reuse string `koanf:"reuse" json:"reuse"`
+	// ReuseMaxCalls and ReuseMaxAge bound a reused sandbox's life: after
+	// that many calls, or that long after it started, it is replaced.
+	ReuseMaxCalls int      `koanf:"reuse_max_calls" json:"reuse_max_calls"`
+	ReuseMaxAge   Duration `koanf:"reuse_max_age" json:"reuse_max_age"`
+	// MaxPerPrincipal caps the sandboxes kept for one principal's
+	// transient calls (idle or serving a call); a call that finds all of
+	// them busy waits for one briefly, then runs in a fresh one, which is
+	// not kept. ReuseMaxIdle caps the idle ones of all principals
+	// together: past it the least recently used is removed.
+	MaxPerPrincipal int `koanf:"max_per_principal" json:"max_per_principal"`
+	ReuseMaxIdle    int `koanf:"reuse_max_idle" json:"reuse_max_idle"`
 }
+
+// Reuse values (Pool.Reuse).
+const (
+	ReusePrincipal = "principal"
+	ReuseNever     = "never"
+)
 
 // Languages enables languages other than Python for the execute tools.
 // An enabled language is still judged by the policy (input.language).
@@ -416,6 +439,11 @@ func Default() Config {
 			MaxAge:                 Duration(10 * time.Minute),
 			MaxConcurrentCreations: 2,
 			Preload:                []string{"numpy", "pandas", "matplotlib.pyplot"},
+			Reuse:                  ReusePrincipal,
+			ReuseMaxCalls:          100,
+			ReuseMaxAge:            Duration(10 * time.Minute),
+			MaxPerPrincipal:        4,
+			ReuseMaxIdle:           16,
 		},
 		Sessions: Sessions{
 			IdleTTL:     Duration(30 * time.Minute),

@@ -656,7 +656,14 @@ func validate(c Config, source func(key string) string) Errors {
 	if c.Pool.MaxSize < 0 || c.Pool.MaxSize > 64 {
 		bad("pool.max_size", c.Pool.MaxSize, "want 0 to 64")
 	}
+	oneOf("pool.reuse", c.Pool.Reuse, ReusePrincipal, ReuseNever)
+	if c.Pool.ReuseMaxAge.D() <= 0 {
+		bad("pool.reuse_max_age", c.Pool.ReuseMaxAge, "want a positive duration, e.g. 10m")
+	}
 	for key, v := range map[string]int{
+		"pool.reuse_max_calls":          c.Pool.ReuseMaxCalls,
+		"pool.max_per_principal":        c.Pool.MaxPerPrincipal,
+		"pool.reuse_max_idle":           c.Pool.ReuseMaxIdle,
 		"pool.max_concurrent_creations": c.Pool.MaxConcurrentCreations,
 		"sessions.max_per_owner":        c.Sessions.MaxPerOwner,
 		"sessions.max_total":            c.Sessions.MaxTotal,

@@ -83,6 +83,11 @@ var Reloads = map[string]Reload{
 	"pool.max_age":                  Live,
 	"pool.max_concurrent_creations": Live,
 	"pool.preload":                  Live,
+	"pool.reuse":                    Live,
+	"pool.reuse_max_calls":          Live,
+	"pool.reuse_max_age":            Live,
+	"pool.max_per_principal":        Live,
+	"pool.reuse_max_idle":           Live,
 	// Sessions: checked at each new session and by the reaper.
 	"sessions.idle_ttl":      Live,
 	"sessions.max_lifetime":  Live,

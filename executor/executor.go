@@ -91,6 +91,11 @@ type Request struct {
 	// caller can send progress notifications. It is called on the calling
 	// goroutine and must not block.
 	Progress func(message string)
+	// Reuse is the decision's word on kept sandboxes for a transient
+	// call: config.ReuseNever keeps this call out of them (it gets a fresh
+	// container, which is not kept); "" or config.ReusePrincipal follows
+	// pool.reuse. Persistent calls ignore it.
+	Reuse string
 	// IdempotencyKey is the client's key for this call ("" = none). On a
 	// backend whose sessions are shared between servers (Kubernetes), a
 	// Persistent call into an existing session records it in the
@@ -251,6 +256,7 @@ type Executor struct {
 	runner    runnerCodes    // the runner's compiled code, handed to new sandboxes
 
 	pools    atomic.Pointer[poolSet] // the warm pools of the configuration in force
+	warm     *warm                   // transient sandboxes kept for their principal (reuse.go)
 	reloadMu sync.Mutex              // serialises Reload
 }
 
@@ -306,6 +312,7 @@ func newExecutor(ctx context.Context, cfg Config, b backend.Backend, log *slog.L
 		done:      make(chan struct{}),
 	}
 	e.cfg.Store(&cfg)
+	e.warm = newWarm(e)
 	e.self = selfIdentity(ctx, b)
 	if l, ok := b.(backend.Liveness); ok {
 		release, err := l.Hold(ctx, e.instance)
@@ -621,16 +628,25 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 	// package volume: pooled sandboxes have no owner, so it starts cold.
 	pkgs := e.ownerPackageVolume(req.Owner)
 	pl := e.pool() // one pool for the call, whatever a reload does meanwhile
+	need := preloadable(req.Imports)
+	reuse := e.reuses(req, pkgs)
+	class := limitsClass(lim)
 	var sb *sandbox
-	if pkgs == "" {
-		sb = pl.take(lim, preloadable(req.Imports), req.Owner)
+	var k *kept
+	if reuse {
+		if k = e.warm.take(ctx, req.Owner, class, need); k != nil {
+			sb = k.sb
+		}
+	}
+	if sb == nil && pkgs == "" {
+		sb = pl.take(lim, need, req.Owner)
 	}
 	if sb == nil {
 		req.progress("starting a sandbox")
 		if pkgs == "" && pl.fits(lim) {
 			// Cold, no preload, raced against the pool's refills; the loser
 			// joins the pool, so it carries no owner label.
-			sb, err = pl.coldStart(ctx, preloadable(req.Imports), req.Owner, func(sctx context.Context) (*sandbox, error) {
+			sb, err = pl.coldStart(ctx, need, req.Owner, func(sctx context.Context) (*sandbox, error) {
 				return e.startWithin(sctx, sandboxMeta{Kind: KindTransient}, lim, lim.Timeout)
 			})
 		} else {
@@ -643,12 +659,31 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 			return nil, err
 		}
 	}
-	defer e.finish(sb)
+	if reuse && k == nil {
+		k = e.warm.adopt(sb, req.Owner, class)
+	}
 	res, err := e.run(ctx, sb, req, lim, true)
 	if err == nil && len(res.Files) > 0 {
 		e.keepSmallFiles(ctx, sb, res)
 	}
+	if k != nil {
+		var r *Result
+		if err == nil {
+			r = res
+		}
+		e.pool().answered(sb)
+		e.warm.giveBack(k, r, &guard{Capabilities: wireCapabilities(req.Capabilities), Modules: wireModules(e.modules(req.Modules))})
+	} else {
+		e.finish(sb)
+	}
 	return res, err
+}
+
+// closing says Close has begun.
+func (e *Executor) closing() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
 }
 
 // finish ends a transient sandbox after its one call: the runner is told to

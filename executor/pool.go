@@ -747,6 +747,7 @@ func (p *pool) create(modules []string) (*sandbox, error) {
 			p.e.log.Warn("pool: preload failed", "modules", configured)
 		}
 	}
+	sb.preloaded = modules
 	return sb, nil
 }
 

@@ -32,10 +32,13 @@ type sandbox struct {
 	release func(removed bool)
 	meta    sandboxMeta
 	lim     Limits
-	box     *backend.Sandbox // the attach streams; nil before they exist
-	frames  chan frameOrErr
-	stderr  *tailBuffer
-	nextID  uint64
+	// preloaded are the modules its runner imported before its first
+	// call (a pooled sandbox's class); nil for a cold one.
+	preloaded []string
+	box       *backend.Sandbox // the attach streams; nil before they exist
+	frames    chan frameOrErr
+	stderr    *tailBuffer
+	nextID    uint64
 	// limit is the largest frame the reader accepts now: the reply cap of
 	// the request in flight, idleFrameLimit otherwise.
 	limit atomic.Int64

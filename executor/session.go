@@ -536,6 +536,9 @@ func (e *Executor) reaper() {
 			if e.shared != nil {
 				e.reapShared(now)
 			}
+			if e.warm != nil {
+				e.warm.expire()
+			}
 			e.mu.Lock()
 			for _, s := range e.sessions {
 				if e.shared == nil && s.calls == 0 && e.expired(s, now) {

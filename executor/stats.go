@@ -23,6 +23,9 @@ type Stats struct {
 	Sandboxes int
 	// Sessions are the persistent sessions held now.
 	Sessions int
+	// Reuse counts the sandboxes kept for their principal's transient
+	// calls (pool.reuse: principal).
+	Reuse ReuseStats
 }
 
 // PoolStats describe one warm pool.
@@ -74,6 +77,9 @@ func (e *Executor) Stats() Stats {
 			Kind: p.kind, Size: size, Idle: p.idleCount(),
 			Hits: p.hits.Load(), Misses: p.misses.Load(),
 		})
+	}
+	if e.warm != nil {
+		st.Reuse = e.warm.stats()
 	}
 	e.mu.Lock()
 	st.Sandboxes = len(e.live)

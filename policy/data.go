@@ -169,6 +169,7 @@ func configData(cfg config.Config) (map[string]any, Limits, error) {
 	return map[string]any{
 		"runtimes":              map[string]any{"default": runtimes[0], "allowed": allowedRuntimes, "keys": runtimeKeys},
 		"profile":               profile,
+		"reuse":                 cfg.Pool.Reuse,
 		"regex":                 regex,
 		"allowed_modules":       allowedModules,
 		"blocked_modules":       blockedModules,

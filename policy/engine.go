@@ -180,6 +180,7 @@ func LoadFS(ctx context.Context, cfg config.Config, fsys fs.FS) (*Engine, error)
 	data["capability_packages"] = rulePackages(parsed, "capability_denied")
 	data["quota_packages"] = rulePackages(parsed, "quota_max")
 	data["runtime_packages"] = rulePackages(parsed, "runtime")
+	data["reuse_packages"] = rulePackages(parsed, "reuse")
 	// One compiler for both queries: the modules are compiled once.
 	compiler := ast.NewCompiler().WithDefaultRegoVersion(ast.RegoV1).WithUseTypeCheckAnnotations(true)
 	derived, err := derive(ctx, compiler, parsed, data)
@@ -285,6 +286,11 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 		d.Runtime = ""
 	}
 	d.Quotas = e.withinQuotas(obj["quotas"])
+	// Reuse only as the rules give it: anything but "principal" is never.
+	d.Reuse = config.ReuseNever
+	if r, _ := obj["reuse"].(string); r == config.ReusePrincipal {
+		d.Reuse = r
+	}
 	return d, nil
 }
 

@@ -193,6 +193,10 @@ type Decision struct {
 	// principals -> runsc) or else the configured default; always one of
 	// config.SandboxRuntimes ("" is the daemon's or cluster's default).
 	Runtime string `json:"runtime"`
+	// Reuse says whether a transient call may run in a sandbox kept for
+	// its principal: config.ReusePrincipal when pool.reuse says so and no
+	// rule turned it off for this input, else config.ReuseNever.
+	Reuse string `json:"reuse"`
 }
 
 // The quotas a Decision carries (cmd/python-docker-mcp/README.md, "Quotas").

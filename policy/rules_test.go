@@ -2,6 +2,7 @@ package policy
 
 import (
 	"testing"
+	"testing/fstest"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -226,8 +227,30 @@ func TestDecisionLimitsAndLists(t *testing.T) {
 	// The allowlist covers no module of any class; os blocked as well.
 	want.Capabilities = Capabilities{Sockets: []string{}}
 	want.Quotas = configuredQuotas(cfg)
+	want.Reuse = config.ReusePrincipal
 	if diff := cmp.Diff(want, d); diff != "" {
 		t.Errorf("decision (-want +got):\n%s", diff)
+	}
+}
+
+// TestDecisionReuse: pool.reuse gives the decision's reuse; an operator
+// rule turns it off for some principals, and cannot turn it on.
+func TestDecisionReuse(t *testing.T) {
+	rule := fstest.MapFS{"tenants.rego": {Data: []byte("package pydocker.rules.tenants\n\nreuse := \"never\" if input.principal.sub == \"guest\"\n")}}
+	for _, tt := range []struct {
+		configured, sub, want string
+	}{
+		{config.ReusePrincipal, "alice", config.ReusePrincipal},
+		{config.ReusePrincipal, "guest", config.ReuseNever},
+		{config.ReuseNever, "alice", config.ReuseNever},
+	} {
+		cfg := config.Default()
+		cfg.Pool.Reuse = tt.configured
+		in := run(analyze.Facts{})
+		in.Principal.Sub = tt.sub
+		if got := decide(t, load(t, cfg, rule), in).Reuse; got != tt.want {
+			t.Errorf("pool.reuse %s, principal %s: reuse %q, want %q", tt.configured, tt.sub, got, tt.want)
+		}
 	}
 }
 

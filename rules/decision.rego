@@ -59,6 +59,40 @@ violations contains v if {
 	)
 }
 
+# Whether a transient call may run in a sandbox kept for its principal
+# (pool.reuse; executor/README.md, "Reused sandboxes"): "principal" when
+# the configuration says so and no rules package says `reuse := "never"`
+# for this input (e.g. for a tool or a principal); "never" otherwise.
+# Rules can only turn reuse off. The engine lists the packages that
+# define reuse in data.pydocker.config.reuse_packages.
+reuse_asked contains r if {
+	not data.pydocker.config.reuse_packages
+	r := data.pydocker.rules[_].reuse
+}
+
+reuse_asked contains r if {
+	some p in data.pydocker.config.reuse_packages
+	r := data.pydocker.rules[p].reuse
+}
+
+default reuse := "never"
+
+reuse := "principal" if {
+	data.pydocker.config.reuse == "principal"
+	not reuse_asked.never
+	count(reuse_asked - {"principal", "never"}) == 0
+}
+
+violations contains v if {
+	some r in reuse_asked
+	not r in {"principal", "never"}
+	v := lib.violation(
+		"reuse.invalid",
+		sprintf("the policy's reuse is %v: want \"never\" (or \"principal\", which keeps pool.reuse)", [r]),
+		{},
+	)
+}
+
 warnings contains v if {
 	some v in data.pydocker.rules[_].warn
 }
@@ -134,4 +168,5 @@ decision := {
 	"capabilities": capabilities,
 	"quotas": quotas,
 	"runtime": runtime,
+	"reuse": reuse,
 }

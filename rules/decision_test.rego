@@ -13,6 +13,8 @@ conf := {
 	# Likewise for quota_max and runtime.
 	"quota_packages": [],
 	"runtime_packages": [],
+	"reuse_packages": [],
+	"reuse": "principal",
 	"runtimes": {"default": "", "allowed": {"": true, "runsc": true}, "keys": "docker.runtime, docker.runtimes"},
 	"quotas": {
 		"sandboxes": {"max": 8, "key": "quotas.sandboxes"},
@@ -41,7 +43,7 @@ test_allow if {
 	}, "quotas": {
 		"sandboxes": {"max": 8, "key": "quotas.sandboxes"},
 		"sessions": {"max": 5, "key": "sessions.max_per_owner"},
-	}, "runtime": ""}
+	}, "runtime": "", "reuse": "principal"}
 }
 
 # Operator rules tighten the configured capabilities, per class or per
@@ -178,4 +180,48 @@ test_runtime_invalid if {
 	not d.allow
 	[v.msg | some v in d.violations] == ["the policy asks for runtime \"kata\", which is not configured (docker.runtime, docker.runtimes); add it there or change the rule"]
 	d.runtime == ""
+}
+
+# Reuse follows pool.reuse; a rules package can turn it off for a call,
+# never on; an unknown word is a violation.
+test_reuse_configured if {
+	d := pydocker.decision with input as code([], []) with data.pydocker.config as conf
+	d.reuse == "principal"
+	c := json.patch(conf, [{"op": "replace", "path": "/reuse", "value": "never"}])
+	e := pydocker.decision with input as code([], []) with data.pydocker.config as c
+	e.reuse == "never"
+}
+
+test_reuse_turned_off_by_a_rule if {
+	c := json.patch(conf, [{"op": "replace", "path": "/reuse_packages", "value": ["tenants"]}])
+	d := pydocker.decision with input as code([], []) with data.pydocker.config as c
+		with data.pydocker.rules.tenants.reuse as "never"
+	d.reuse == "never"
+	d.allow
+}
+
+test_reuse_cannot_be_turned_on_by_a_rule if {
+	c := json.patch(conf, [
+		{"op": "replace", "path": "/reuse_packages", "value": ["tenants"]},
+		{"op": "replace", "path": "/reuse", "value": "never"},
+	])
+	d := pydocker.decision with input as code([], []) with data.pydocker.config as c
+		with data.pydocker.rules.tenants.reuse as "principal"
+	d.reuse == "never"
+}
+
+test_reuse_without_package_list if {
+	c := json.remove(conf, ["reuse_packages"])
+	d := pydocker.decision with input as code([], []) with data.pydocker.config as c
+		with data.pydocker.rules.tenants.reuse as "never"
+	d.reuse == "never"
+}
+
+test_reuse_invalid if {
+	c := json.patch(conf, [{"op": "replace", "path": "/reuse_packages", "value": ["tenants"]}])
+	d := pydocker.decision with input as code([], []) with data.pydocker.config as c
+		with data.pydocker.rules.tenants.reuse as "nevr"
+	not d.allow
+	{v.rule | some v in d.violations} == {"reuse.invalid"}
+	d.reuse == "never"
 }

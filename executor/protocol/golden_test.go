@@ -60,13 +60,14 @@ var goldenFrames = map[string]Request{
 	"interrupt": &Interrupt{Header: Header{ID: 3}},
 	"exit":      &Exit{},
 	"ping":      &Ping{Header: Header{ID: 8, Nonce: "76"}},
+	"reset":     &Reset{Header: Header{ID: 9, Nonce: "77"}, Arm: &goldenGuard},
 }
 
 // TestGoldenFrames: each request marshals to its golden file, byte for
 // byte once indented, and carries the op its type stands for.
 func TestGoldenFrames(t *testing.T) {
 	ops := map[string]string{"run": OpRun, "run_bash": OpRun, "preload": OpPreload, "parse": OpParse, "read": OpRead,
-		"read_part": OpRead, "write": OpWrite, "list": OpList, "interrupt": OpInterrupt, "exit": OpExit, "ping": OpPing}
+		"read_part": OpRead, "write": OpWrite, "list": OpList, "interrupt": OpInterrupt, "exit": OpExit, "ping": OpPing, "reset": OpReset}
 	for name, req := range goldenFrames {
 		if got := req.Head().Op; got != ops[name] {
 			t.Errorf("%s: op %q, want %q", name, got, ops[name])

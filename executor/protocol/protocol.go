@@ -30,6 +30,7 @@ const (
 	OpInterrupt = "interrupt" // interrupt the running request "id" (no reply of its own)
 	OpExit      = "exit"      // end the runner (no reply)
 	OpPing      = "ping"      // answer at once (an attach stream's first request)
+	OpReset     = "reset"     // end a transient call's processes, restore the sandbox, check it (Reset)
 	OpReady     = "ready"     // the runner's first frame
 )
 
@@ -133,6 +134,10 @@ type Reply struct {
 	Data            []byte       `json:"data"`
 	Entries         []Entry      `json:"entries"`
 	FileSize        int64        `json:"file_size"`
+	// reset: what the runner checked (one line each) and, status
+	// "error", the first thing it could not restore.
+	Checked []string `json:"checked"`
+	Reason  string   `json:"reason"`
 }
 
 // DecodeReply decodes one frame from the sandbox and checks that it

@@ -204,3 +204,20 @@ type Ping struct {
 
 // Head fills in OpPing.
 func (r *Ping) Head() *Header { r.Op = OpPing; return &r.Header }
+
+// Reset asks a transient sandbox's runner, after a call's reply, to make
+// the sandbox as it was before that call (OpReset): every process but the
+// runner ended, the writable paths back to their contents before the
+// first call, System V IPC objects removed, the runner's descriptors,
+// environment, working directory, umask and resource limits as they
+// were; each checked afterwards. The reply's status is "ok" only when
+// every check passed (Reply.Checked lists them); otherwise "error" with
+// Reply.Reason, and the sandbox must not serve another call. On "ok" the
+// runner has forked the next call's worker, armed with Arm when given.
+type Reset struct {
+	Header
+	Arm *Guard `json:"arm,omitempty"`
+}
+
+// Head fills in OpReset.
+func (r *Reset) Head() *Header { r.Op = OpReset; return &r.Header }

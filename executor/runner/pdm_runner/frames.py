@@ -9,8 +9,14 @@ def _diag(msg):
         pass
 
 
+# The worker encodes its reply after user code ran, which may have
+# replaced json.dumps or json.JSONEncoder in its interpreter: the encoder
+# is made before.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=str)
+
+
 def _encode(obj):
-    data = json.dumps(obj, ensure_ascii=False, allow_nan=False, default=str).encode("utf-8", "surrogatepass")
+    data = _ENCODER.encode(obj).encode("utf-8", "surrogatepass")
     return struct.pack(">I", len(data)) + data
 
 

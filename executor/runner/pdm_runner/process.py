@@ -52,7 +52,9 @@ import io
 import json
 import linecache
 import os
+import re
 import select
+import stat
 import signal
 import struct
 import sys

@@ -66,6 +66,8 @@ class _Runner:
                     resp = _parse(req)
                 elif op == "ping":
                     resp = {"status": "ok"}
+                elif op == "reset":
+                    resp = self.reset(req)
                 else:
                     resp = _file_op(req)
             except Exception as e:  # noqa: BLE001 - the loop must survive
@@ -190,6 +192,12 @@ class _Runner:
         self.cells += 1
         cell_name = "<cell-%d>" % self.cells
 
+        if transient and self.base is None and not self.base_error:
+            # Before the first call's code: what a reset restores.
+            try:
+                self.base = _Baseline(self.worker)
+            except (_ResetFailed, OSError) as e:
+                self.base_error = str(e)
         refused = None if req.get("language") == "bash" else _check_facts(req, cell_name)
         if refused is not None:
             refused["duration_ms"] = (time.perf_counter() - t0) * 1000
@@ -389,6 +397,31 @@ class _Runner:
             resp["armed"] = True  # the worker had installed the call's guard before it came
         linecache.cache.pop(cell_name, None)
         return resp
+
+    base = None  # the sandbox before its first call (a _Baseline), once taken
+    base_error = ""  # why none could be taken
+
+    def reset(self, req):
+        """Makes a transient sandbox ready for its principal's next call
+        (op "reset"), or says why it cannot be: then it must not serve
+        another call."""
+        t0 = time.perf_counter()
+        if self.base is None:
+            return {"status": "error", "reason": self.base_error or "no call has run in this sandbox yet"}
+        try:
+            checked = _reset(self, self.base)
+        except _ResetFailed as e:
+            return {"status": "error", "reason": str(e)}
+        except OSError as e:
+            return {"status": "error", "reason": "reset: %s" % e}
+        self.cells = 0
+        self.lost = False
+        arm = req.get("arm")
+        self.arm = arm if isinstance(arm, dict) else None
+        self.spare()
+        if self.worker is None:
+            return {"status": "error", "reason": "no worker could be forked for the next call"}
+        return {"status": "ok", "checked": checked, "duration_ms": (time.perf_counter() - t0) * 1000}
 
     def drain(self, fd, cap):
         """Reads what is in fd now into cap; False once every writer is gone."""

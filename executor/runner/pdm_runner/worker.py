@@ -142,6 +142,7 @@ def _worker_main(ctrl_r, res_w, out_w, err_w):
     signal.signal(signal.SIGUSR1, _on_signal)
     signal.signal(signal.SIGUSR2, _on_signal)
     _fresh_stdio()
+    _reseed()
 
     def not_the_worker():
         # A process that user code forks is not the worker: it must
@@ -201,6 +202,21 @@ def _worker_main(ctrl_r, res_w, out_w, err_w):
         _write_all(res_w, _encode(resp))
         if req.get("transient"):
             os._exit(0)
+
+
+def _reseed():
+    """Every worker draws its own random streams: workers are forked from
+    one runner, whose generators (seeded once, at import) they would
+    otherwise all continue alike."""
+    rnd = sys.modules.get("random")
+    if rnd is not None:
+        rnd.seed()
+    nprnd = sys.modules.get("numpy.random")
+    if nprnd is not None:
+        try:
+            nprnd.seed()
+        except Exception:  # noqa: BLE001 - a numpy without the legacy global
+            pass
 
 
 def threading_ident():

@@ -376,6 +376,7 @@ func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, tool, lan
 		// principal); the executor never hands the call a sandbox of
 		// another.
 		Runtime:        dec.Runtime,
+		Reuse:          dec.Reuse,
 		Progress:       progress,
 		IdempotencyKey: idempotencyKeyFrom(ctx),
 	}

@@ -1,0 +1,359 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
+)
+
+// warm keeps the transient sandboxes that served a principal's calls for
+// that principal's next calls (pool.reuse: principal). Each call still
+// runs in a fresh process: the runner, which has imported the sandbox's
+// modules and never runs user code, forks a new worker for it. Between
+// calls the runner resets the sandbox (protocol.Reset: every process but
+// itself ended, writable paths, System V IPC, its own descriptors,
+// environment, working directory, umask and limits as before the first
+// call, each checked); a sandbox whose reset fails is removed, never
+// reused.
+//
+// A kept sandbox belongs to one principal and one class (its limits,
+// runtime included; sandboxes that mount a package volume are never
+// kept) and is never handed to another. It serves at most
+// pool.reuse_max_calls calls and lives at most pool.reuse_max_age; a call
+// that ends in timeout, OOM, kill or an invalid reply removes it at once.
+// A principal holds at most pool.max_per_principal kept sandboxes (idle,
+// serving a call, or being reset); all principals' idle ones together at
+// most pool.reuse_max_idle, the least recently used removed first. Safe
+// for concurrent use.
+type warm struct {
+	e *Executor
+
+	mu      sync.Mutex
+	idle    []*kept        // all principals', least recently used first
+	owned   map[string]int // kept sandboxes per principal: idle, serving or resetting
+	resets  map[string]int // resets under way per principal
+	waiters map[string][]*keptWaiter
+
+	hits    atomic.Int64 // calls served by a kept sandbox
+	resetOK atomic.Int64 // resets that passed every check
+	failed  atomic.Int64 // resets that failed a check (the sandbox was removed)
+	retired atomic.Int64 // kept sandboxes removed for their age, calls, or a call's timeout, OOM, kill or invalid reply
+	evicted atomic.Int64 // idle ones removed to stay within reuse_max_idle or max_per_principal
+}
+
+// kept is one sandbox kept for its principal.
+type kept struct {
+	sb      *sandbox
+	owner   string
+	class   string // limitsClass of its limits
+	modules []string
+	born    time.Time
+	calls   int
+	used    time.Time
+}
+
+// keptWaiter is a call waiting for one of its principal's sandboxes.
+type keptWaiter struct {
+	class string
+	need  []string
+	ch    chan *kept // buffered: gets at most one
+}
+
+// resetDeadline bounds a reset; an idle runner's takes a few milliseconds.
+const resetDeadline = 5 * time.Second
+
+// resetWait bounds how long a call waits for one of its principal's
+// sandboxes being reset, when it has none idle: a reset takes a few
+// milliseconds, a fresh sandbox costs a container.
+const resetWait = 100 * time.Millisecond
+
+// busyWait bounds how long a call whose principal holds
+// pool.max_per_principal sandboxes, all serving calls, waits for one
+// before it runs in a fresh sandbox (which is not kept).
+const busyWait = 250 * time.Millisecond
+
+func newWarm(e *Executor) *warm {
+	return &warm{e: e, owned: map[string]int{}, resets: map[string]int{}, waiters: map[string][]*keptWaiter{}}
+}
+
+// limitsClass keys sandboxes that can serve each other's calls: the
+// container's limits and runtime (the timeout is per call).
+func limitsClass(lim Limits) string {
+	return fmt.Sprintf("%d/%g/%d/%s", lim.Memory, lim.CPUs, lim.Pids, lim.Runtime)
+}
+
+// reuses says whether a transient call of req, in a sandbox with no
+// package volume, may run in a kept sandbox and leave its own to be kept.
+func (e *Executor) reuses(req Request, pkgs string) bool {
+	c := e.config()
+	return c.Pool.Enabled && c.Pool.Reuse == config.ReusePrincipal && req.Reuse != config.ReuseNever && pkgs == "" && e.warm != nil
+}
+
+// take hands out an idle sandbox of owner's that fits a call of class
+// importing need (the one with fewest other modules, most recently used
+// first), or nil. With none idle it waits for one being reset (at most
+// resetWait), or, when owner holds max_per_principal sandboxes, for one
+// serving another call (at most busyWait). Expired ones met are removed.
+func (w *warm) take(ctx context.Context, owner, class string, need []string) *kept {
+	w.mu.Lock()
+	if k := w.pop(owner, class, need); k != nil {
+		w.mu.Unlock()
+		w.hits.Add(1)
+		return k
+	}
+	wait := time.Duration(0)
+	switch {
+	case w.resets[owner] > 0:
+		wait = resetWait
+	case w.owned[owner] >= w.e.config().Pool.MaxPerPrincipal:
+		wait = busyWait
+	}
+	if wait == 0 {
+		w.mu.Unlock()
+		return nil
+	}
+	kw := &keptWaiter{class: class, need: need, ch: make(chan *kept, 1)}
+	w.waiters[owner] = append(w.waiters[owner], kw)
+	w.mu.Unlock()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case k := <-kw.ch:
+		w.hits.Add(1)
+		return k
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	w.mu.Lock()
+	w.waiters[owner] = slices.DeleteFunc(w.waiters[owner], func(x *keptWaiter) bool { return x == kw })
+	if len(w.waiters[owner]) == 0 {
+		delete(w.waiters, owner)
+	}
+	w.mu.Unlock()
+	select {
+	case k := <-kw.ch: // handed over just before it gave up
+		w.hits.Add(1)
+		return k
+	default:
+		return nil
+	}
+}
+
+// pop removes and returns owner's best idle sandbox for class and need,
+// or nil. Called with w.mu held.
+func (w *warm) pop(owner, class string, need []string) *kept {
+	now := time.Now()
+	best, bestExtra := -1, 0
+	for i := 0; i < len(w.idle); i++ {
+		k := w.idle[i]
+		if k.owner != owner || k.class != class {
+			continue
+		}
+		if !w.usable(k, now) {
+			w.idle = slices.Delete(w.idle, i, i+1)
+			i--
+			w.drop(k, &w.retired)
+			continue
+		}
+		if !coversAll(k.modules, need) {
+			continue
+		}
+		extra := len(k.modules)
+		if best < 0 || extra < bestExtra || extra == bestExtra {
+			best, bestExtra = i, extra // later ones are more recently used
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	k := w.idle[best]
+	w.idle = slices.Delete(w.idle, best, best+1)
+	return k
+}
+
+// coversAll says modules (a sandbox's preloaded ones) hold every one of need.
+func coversAll(modules, need []string) bool {
+	for _, m := range need {
+		if !covers(modules, m) {
+			return false
+		}
+	}
+	return true
+}
+
+// usable says a kept sandbox may serve another call.
+func (w *warm) usable(k *kept, now time.Time) bool {
+	p := w.e.config().Pool
+	return k.sb.alive() && k.calls < p.ReuseMaxCalls && now.Sub(k.born) < p.ReuseMaxAge.D()
+}
+
+// drop removes a kept sandbox for good, counting it in c. Called with
+// w.mu held; the removal runs in the background.
+func (w *warm) drop(k *kept, c *atomic.Int64) {
+	c.Add(1)
+	w.owned[k.owner]--
+	if w.owned[k.owner] <= 0 {
+		delete(w.owned, k.owner)
+	}
+	w.e.finish(k.sb)
+}
+
+// adopt makes sb, a fresh sandbox that served a call of owner, one of
+// owner's kept sandboxes, making room by removing owner's least recently
+// used idle one when owner holds max_per_principal; nil when there is no
+// room (all of owner's are serving calls): sb is not kept.
+func (w *warm) adopt(sb *sandbox, owner, class string) *kept {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.owned[owner] >= w.e.config().Pool.MaxPerPrincipal {
+		i := slices.IndexFunc(w.idle, func(k *kept) bool { return k.owner == owner })
+		if i < 0 {
+			return nil
+		}
+		k := w.idle[i]
+		w.idle = slices.Delete(w.idle, i, i+1)
+		w.drop(k, &w.evicted)
+	}
+	w.owned[owner]++
+	now := time.Now()
+	return &kept{sb: sb, owner: owner, class: class, modules: sb.preloaded, born: now, used: now}
+}
+
+// giveBack ends a call that ran in k: the sandbox is retired when the
+// call's outcome says so (res nil: no valid reply) or its life is spent,
+// and otherwise reset in the background and offered again: to a waiting
+// call of its owner, or to the idle list.
+func (w *warm) giveBack(k *kept, res *Result, arm *guard) {
+	k.calls++
+	k.used = time.Now()
+	retire := res == nil || k.sb.dead.Load()
+	if res != nil {
+		switch res.Status {
+		case "timeout", "oom", "killed":
+			retire = true
+		}
+	}
+	if retire || !w.usable(k, k.used) {
+		w.mu.Lock()
+		w.drop(k, &w.retired)
+		w.mu.Unlock()
+		return
+	}
+	if !w.e.bgAdd() {
+		w.mu.Lock()
+		w.drop(k, &w.retired)
+		w.mu.Unlock()
+		return
+	}
+	w.mu.Lock()
+	w.resets[k.owner]++
+	w.mu.Unlock()
+	go func() {
+		defer w.e.bg.Done()
+		ok := w.reset(k, arm)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.resets[k.owner]--; w.resets[k.owner] <= 0 {
+			delete(w.resets, k.owner)
+		}
+		if !ok {
+			w.drop(k, &w.failed)
+			return
+		}
+		w.resetOK.Add(1)
+		w.offer(k)
+	}()
+}
+
+// reset asks k's runner to reset the sandbox; false when it could not.
+func (w *warm) reset(k *kept, arm *guard) bool {
+	resp, fail, err := w.e.roundTrip(context.Background(), k.sb, &protocol.Reset{Arm: arm}, resetDeadline, false, preloadReplyLimit)
+	switch {
+	case err != nil:
+		w.e.log.Debug("reuse: reset failed", "sandbox", k.sb.id, "error", err)
+		return false
+	case fail != nil:
+		w.e.log.Debug("reuse: reset failed", "sandbox", k.sb.id, "reason", fail.reason)
+		return false
+	case resp.Status != "ok":
+		w.e.log.Info("reuse: a sandbox could not be reset and was removed", "sandbox", k.sb.id, "reason", resp.Reason)
+		return false
+	}
+	return true
+}
+
+// offer hands a reset sandbox to the first waiting call of its owner it
+// fits, or puts it at the idle list's most recently used end (removing
+// the least recently used idle one past reuse_max_idle). Called with
+// w.mu held.
+func (w *warm) offer(k *kept) {
+	ws := w.waiters[k.owner]
+	for i, kw := range ws {
+		if kw.class == k.class && coversAll(k.modules, kw.need) {
+			w.waiters[k.owner] = slices.Delete(ws, i, i+1)
+			if len(w.waiters[k.owner]) == 0 {
+				delete(w.waiters, k.owner)
+			}
+			kw.ch <- k
+			return
+		}
+	}
+	if w.e.closing() {
+		w.drop(k, &w.retired)
+		return
+	}
+	w.idle = append(w.idle, k)
+	for len(w.idle) > w.e.config().Pool.ReuseMaxIdle {
+		old := w.idle[0]
+		w.idle = w.idle[1:]
+		w.drop(old, &w.evicted)
+	}
+}
+
+// expire removes idle sandboxes past their age (the executor's reaper
+// calls it), and all idle ones when reuse is off.
+func (w *warm) expire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	off := w.e.config().Pool.Reuse != config.ReusePrincipal || !w.e.config().Pool.Enabled
+	w.idle = slices.DeleteFunc(w.idle, func(k *kept) bool {
+		if off || !w.usable(k, now) {
+			w.drop(k, &w.retired)
+			return true
+		}
+		return false
+	})
+}
+
+// ReuseStats count what the kept sandboxes did (see warm).
+type ReuseStats struct {
+	// Idle are the kept sandboxes waiting for a call of their principal.
+	Idle int
+	// Hits are transient calls served by a kept sandbox.
+	Hits int64
+	// Resets passed every check; ResetFailures did not (the sandbox was
+	// removed).
+	Resets        int64
+	ResetFailures int64
+	// Retired were removed for their age or calls, or after a call that
+	// ended in timeout, OOM, kill or an invalid reply; Evicted were idle
+	// ones removed to stay within pool.reuse_max_idle or
+	// pool.max_per_principal.
+	Retired int64
+	Evicted int64
+}
+
+func (w *warm) stats() ReuseStats {
+	w.mu.Lock()
+	idle := len(w.idle)
+	w.mu.Unlock()
+	return ReuseStats{Idle: idle, Hits: w.hits.Load(), Resets: w.resetOK.Load(), ResetFailures: w.failed.Load(),
+		Retired: w.retired.Load(), Evicted: w.evicted.Load()}
+}

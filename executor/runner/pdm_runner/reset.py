@@ -1,0 +1,279 @@
+# reset.py: a transient sandbox made ready for its principal's next call
+# (op "reset", see executor/README.md "Reused sandboxes"): what a call left
+# is removed and every restoration is checked, never assumed. The state
+# the sandbox is restored to is taken before its first call's request
+# reaches the worker (_baseline), when no user code has run in it.
+# A part of the sandbox runner; see ../README.md.
+
+# ---------------------------------------------------------------- reset
+
+_IPC_RMID = 0
+_MAX_BASELINE = 20000  # entries of the writable paths a baseline holds
+# File systems whose contents go with the processes that made them (or
+# that nothing here writes): not walked.
+_NOT_WALKED = ("proc", "sysfs", "cgroup", "cgroup2", "devpts", "securityfs", "debugfs", "bpf", "tracefs")
+
+
+class _ResetFailed(Exception):
+    """The sandbox cannot be shown to be as it was: it is not reused."""
+
+
+def _unescape(s):
+    # mountinfo escapes space, tab, newline and backslash as \ooo.
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), s)
+
+
+def _writable_mounts(mountinfo="/proc/self/mountinfo"):
+    """The sandbox's read-write mount points whose contents outlive a
+    process (tmpfs /tmp, /workspace, /dev/shm, /dev and the like), outside
+    /proc and /sys. A writable root file system cannot be walked: it
+    fails the reset."""
+    out = []
+    with open(mountinfo) as f:
+        for line in f:
+            parts = line.split()
+            if "-" not in parts:
+                continue
+            sep = parts.index("-")
+            mnt = _unescape(parts[4])
+            fstype = parts[sep + 1]
+            if "rw" not in parts[5].split(",") or fstype in _NOT_WALKED:
+                continue
+            if mnt in ("/proc", "/sys") or mnt.startswith("/proc/") or mnt.startswith("/sys/"):
+                continue
+            if mnt == "/":
+                raise _ResetFailed("the root file system is writable (docker.read_only is false), so what a call "
+                                   "wrote anywhere cannot be found and removed")
+            out.append(mnt)
+    return sorted(set(out))
+
+
+def _walk(mounts, limit=_MAX_BASELINE):
+    """{path: facts} of everything under mounts, not crossing into other
+    mounts. A file's facts include its inode change time, which a process
+    cannot set: content or metadata changed since is seen even when size
+    and modification time were put back. A directory's are its type,
+    mode and owner (its times change with its entries, which are listed
+    themselves)."""
+    seen = {}
+    for root in mounts:
+        try:
+            dev = os.lstat(root).st_dev
+        except OSError:
+            continue
+        stack = [root]
+        while stack:
+            d = stack.pop()
+            try:
+                it = os.scandir(d)
+            except PermissionError:
+                raise _ResetFailed("%s cannot be read (its mode was changed)" % d)
+            except OSError:
+                continue
+            with it:
+                for ent in it:
+                    try:
+                        st = ent.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if stat.S_ISDIR(st.st_mode):
+                        if st.st_dev != dev:
+                            continue  # another mount: walked on its own, or not at all
+                        seen[ent.path] = ("d", st.st_mode, st.st_uid, st.st_gid)
+                        stack.append(ent.path)
+                    else:
+                        seen[ent.path] = ("f", st.st_mode, st.st_uid, st.st_gid, st.st_size, st.st_ino,
+                                          st.st_ctime_ns, st.st_rdev)
+                    if len(seen) > limit:
+                        raise _ResetFailed("more than %d entries in the writable paths" % limit)
+        try:
+            st = os.lstat(root)
+            seen[root] = ("d", st.st_mode, st.st_uid, st.st_gid)
+        except OSError:
+            pass
+    return seen
+
+
+def _sysv_ids():
+    """{kind: [id, ...]} of the IPC namespace's System V objects."""
+    out = {}
+    for kind in ("shm", "sem", "msg"):
+        ids = []
+        try:
+            with open("/proc/sysvipc/" + kind) as f:
+                next(f, None)
+                for line in f:
+                    fields = line.split()
+                    if len(fields) > 1:
+                        ids.append(int(fields[1]))
+        except OSError:
+            pass
+        out[kind] = ids
+    return out
+
+
+def _abstract_sockets():
+    """Names of the network namespace's abstract unix sockets."""
+    names = set()
+    try:
+        with open("/proc/net/unix") as f:
+            next(f, None)
+            for line in f:
+                fields = line.split()
+                if len(fields) >= 8 and fields[7].startswith("@"):
+                    names.add(fields[7])
+    except OSError:
+        pass
+    return names
+
+
+def _process_facts():
+    import resource
+    mask = os.umask(0o022)
+    os.umask(mask)
+    limits = {}
+    for name in dir(resource):
+        if name.startswith("RLIMIT_"):
+            try:
+                limits[name] = resource.getrlimit(getattr(resource, name))
+            except (ValueError, OSError):
+                pass
+    return {"cwd": os.getcwd(), "umask": mask, "env": dict(os.environ), "rlimits": limits}
+
+
+def _fds(worker):
+    """{fd: what it is} of the runner's descriptors but worker's."""
+    fds = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            fds[fd] = os.readlink("/proc/self/fd/" + fd)
+        except OSError:
+            pass  # the listing's own
+    if worker is not None:
+        for fd in (worker.ctrl, worker.res, worker.out, worker.err, worker.pidfd):
+            fds.pop(str(fd), None)
+    return fds
+
+
+class _Baseline:
+    """The sandbox before its first call: what reset restores and checks."""
+
+    def __init__(self, worker):
+        _cgroup_oom_kills()  # opens its file for good: not a call's descriptor
+        self.mounts = _writable_mounts()
+        self.paths = _walk(self.mounts)
+        self.fds = _fds(worker)
+        self.process = _process_facts()
+        self.sockets = _abstract_sockets()
+        self.sysv = _sysv_ids()
+
+
+def _remove(path, facts):
+    """Removes path (a file or an emptied directory) that the baseline
+    does not have, making its directory writable again if a call took
+    that away (the runner runs as the same user as the call did)."""
+    for attempt in (0, 1):
+        try:
+            if facts[0] == "d":
+                os.rmdir(path)
+            else:
+                os.unlink(path)
+            return
+        except FileNotFoundError:
+            return
+        except PermissionError:
+            if attempt:
+                raise _ResetFailed("%s cannot be removed" % path)
+            try:
+                os.chmod(os.path.dirname(path), 0o700)
+            except OSError:
+                raise _ResetFailed("%s cannot be removed: its directory's mode cannot be restored" % path)
+        except OSError as e:
+            raise _ResetFailed("%s cannot be removed: %s" % (path, e.strerror))
+
+
+def _restore_paths(base):
+    """Puts the writable paths back as the baseline has them: what is new
+    goes (deepest first), a directory's mode comes back; a file of the
+    baseline that changed cannot be put back and fails the reset."""
+    # Directories a call made unreadable are opened again first, so the
+    # walk sees everything in them.
+    for _ in range(64):
+        try:
+            now = _walk(base.mounts)
+            break
+        except _ResetFailed as e:
+            d = str(e).split(" cannot be read", 1)[0]
+            if d not in base.paths and not any(d.startswith(m + "/") or d == m for m in base.mounts):
+                raise
+            try:
+                os.chmod(d, 0o700 if d not in base.paths else base.paths[d][1] & 0o7777)
+            except OSError:
+                raise _ResetFailed("%s cannot be read and its mode cannot be restored" % d)
+    else:
+        raise _ResetFailed("directories that cannot be read keep appearing in the writable paths")
+    for path in sorted((p for p in now if p not in base.paths), key=lambda p: -p.count("/")):
+        _remove(path, now[path])
+    for path, was in base.paths.items():
+        cur = now.get(path)
+        if cur is None:
+            raise _ResetFailed("%s was removed" % path)
+        if was[0] == "d" and cur[0] == "d" and cur[1] != was[1]:
+            try:
+                os.chmod(path, was[1] & 0o7777)
+            except OSError:
+                raise _ResetFailed("%s's mode cannot be restored" % path)
+    after = _walk(base.mounts)
+    for path in sorted(set(after) | set(base.paths)):
+        if after.get(path) != base.paths.get(path):
+            what = "appeared" if path not in base.paths else "was removed" if path not in after else "changed"
+            raise _ResetFailed("%s %s and cannot be put back" % (path, what))
+    return len(after)
+
+
+def _clear_sysv():
+    fns = {"shm": lambda i: _libc.shmctl(i, _IPC_RMID, None),
+           "sem": lambda i: _libc.semctl(i, 0, _IPC_RMID),
+           "msg": lambda i: _libc.msgctl(i, _IPC_RMID, None)}
+    for kind, ids in _sysv_ids().items():
+        for i in ids:
+            fns[kind](i)
+    left = {k: v for k, v in _sysv_ids().items() if v}
+    if left:
+        raise _ResetFailed("System V IPC objects cannot be removed: %s" % ", ".join(
+            "%s %s" % (k, v[:5]) for k, v in sorted(left.items())))
+
+
+def _reset(runner, base):
+    """Ends every process but this one, restores what the baseline holds
+    and checks each; returns the checks made, or raises _ResetFailed."""
+    if runner.worker is not None:
+        runner.worker.kill()
+        runner.worker = None
+    _kill_strays(None)
+    _reap(None)
+    left = _others()
+    if left:
+        raise _ResetFailed("processes %s are still running" % ", ".join(map(str, left[:10])))
+    checked = ["processes: none but the runner"]
+    _clear_sysv()
+    checked.append("System V IPC: no shared memory, semaphores or message queues")
+    n = _restore_paths(base)
+    checked.append("writable paths %s: as before the first call (%d entries)" % (", ".join(base.mounts), n))
+    extra = _abstract_sockets() - base.sockets
+    if extra:
+        raise _ResetFailed("abstract unix sockets are still bound: %s" % ", ".join(sorted(extra)[:5]))
+    checked.append("abstract unix sockets: none new")
+    fds = _fds(None)
+    if fds != base.fds:
+        diff = sorted(set(fds.items()) ^ set(base.fds.items()))[:10]
+        raise _ResetFailed("the runner's descriptors changed: %s (before: %s)" % (
+            ", ".join("%s %s" % (fd, fds.get(fd, "closed")) for fd, _ in diff),
+            ", ".join("%s %s" % (fd, base.fds.get(fd, "none")) for fd, _ in diff)))
+    checked.append("runner descriptors: as before")
+    facts = _process_facts()
+    for k in ("cwd", "umask", "env", "rlimits"):
+        if facts[k] != base.process[k]:
+            raise _ResetFailed("the runner's %s changed" % k)
+    checked.append("runner cwd, umask, environment, resource limits: as before")
+    return checked
