@@ -418,9 +418,8 @@ class _Runner:
         self.lost = False
         arm = req.get("arm")
         self.arm = arm if isinstance(arm, dict) else None
-        self.spare()
-        if self.worker is None:
-            return {"status": "error", "reason": "no worker could be forked for the next call"}
+        # The next call's worker is forked once this reply is sent (see
+        # serve), while the server hands the sandbox to that call.
         return {"status": "ok", "checked": checked, "duration_ms": (time.perf_counter() - t0) * 1000}
 
     def drain(self, fd, cap):
