@@ -176,7 +176,13 @@ type Result struct {
 	// not asked for (at most 100): ask with StateKeys.
 	Unreturned []string `json:"unreturned_globals,omitempty"`
 	Images     []Image  `json:"images,omitempty"`
-	Files      []string `json:"files,omitempty"` // workspace files the run created or changed, relative paths
+	// Rich holds the rich representations (HTML, PNG, SVG) of what the
+	// code passed to display() and of a final expression, in order;
+	// RichDropped those left out, each with its size and the bound it
+	// breaks (see protocol.Rich for the bounds).
+	Rich        []Rich        `json:"rich,omitempty"`
+	RichDropped []RichDropped `json:"rich_dropped,omitempty"`
+	Files       []string      `json:"files,omitempty"` // workspace files the run created or changed, relative paths
 	// FileData (transient runs) holds the small ones among Files, read
 	// before the sandbox was removed: see WorkspaceFile.
 	FileData   []WorkspaceFile `json:"file_data,omitempty"`
@@ -211,6 +217,9 @@ type (
 	// StateSize is a global left out of State to keep it under its cap.
 	StateSize = protocol.StateSize
 	Image     = protocol.Image
+	// Rich is one rich representation of a run; RichDropped one left out.
+	Rich        = protocol.Rich
+	RichDropped = protocol.RichDropped
 )
 
 // Executor runs code in sandboxes. Create it with New; Close removes every
@@ -751,6 +760,8 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 		MissingState:  resp.MissingState,
 		Unreturned:    resp.Unreturned,
 		Images:        resp.Images,
+		Rich:          resp.Rich,
+		RichDropped:   resp.RichDropped,
 		Files:         resp.Files,
 		DurationMS:    resp.DurationMS,
 		StateLost:     !transient && resp.StateLost,
