@@ -242,11 +242,11 @@ func (c *Config) capRich(r *runnerResponse) (pngs int, pngBytes int64) {
 			continue
 		case it.MIME == protocol.MIMEPNG:
 			if pngs >= maxImages {
-				drop(it, protocol.RichOverImages, maxImages)
+				drop(it, protocol.RichOverImageCount, maxImages)
 				continue
 			}
 			if pngBytes+size > c.imageCap() {
-				drop(it, protocol.RichOverImages, c.imageCap())
+				drop(it, protocol.RichOverImageBytes, c.imageCap())
 				continue
 			}
 			pngs++

@@ -57,7 +57,7 @@ func TestCapRich(t *testing.T) {
 	for _, d := range r.RichDropped[1:] {
 		got = append(got, why{d.N, d.Why, d.Limit})
 	}
-	want := []why{{1, protocol.RichTooLarge, protocol.MaxRichBytes}, {6, protocol.RichOverTotal, protocol.MaxRichTotalBytes}, {11, protocol.RichOverImages, 1000}}
+	want := []why{{1, protocol.RichTooLarge, protocol.MaxRichBytes}, {6, protocol.RichOverTotal, protocol.MaxRichTotalBytes}, {11, protocol.RichOverImageBytes, 1000}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("rich items dropped (-want +got):\n%s", diff)
 	}

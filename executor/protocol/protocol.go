@@ -221,8 +221,8 @@ type Rich struct {
 
 // RichDropped is a rich representation left out of a reply: which, its
 // size in bytes (0 when it could not be made), why (Rich* reasons) and
-// the limit it would break (bytes, or a count for RichOverCount and an
-// image count), or the exception that made it fail.
+// the limit it would break (bytes, or a count for RichOverCount and
+// RichOverImageCount), or the exception that made it fail.
 type RichDropped struct {
 	MIME  string `json:"mime"`
 	From  string `json:"from"`
@@ -248,11 +248,12 @@ const (
 
 // Why a rich representation was dropped.
 const (
-	RichTooLarge   = "too_large"   // over MaxRichBytes (HTML, SVG)
-	RichOverTotal  = "over_total"  // the run's HTML and SVG would pass MaxRichTotalBytes
-	RichOverCount  = "over_count"  // the run has MaxRich items already
-	RichOverImages = "over_images" // the run's PNG images would pass max_image_bytes (Limit in bytes) or max_images (Limit a count)
-	RichFailed     = "failed"      // the _repr_*_ method raised or returned something unusable (Error says what)
+	RichTooLarge       = "too_large"        // over MaxRichBytes (HTML, SVG)
+	RichOverTotal      = "over_total"       // the run's HTML and SVG would pass MaxRichTotalBytes
+	RichOverCount      = "over_count"       // the run has MaxRich items already
+	RichOverImageBytes = "over_image_bytes" // the run's PNG images (figures too) would pass the run's max_image_bytes
+	RichOverImageCount = "over_image_count" // the run has max_images PNG images already
+	RichFailed         = "failed"           // the _repr_*_ method raised or returned something unusable (Error says what)
 )
 
 // Bounds of rich representations (see Rich); the runner has the same

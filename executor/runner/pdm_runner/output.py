@@ -242,10 +242,10 @@ class _RichSink:
                     "width": 0, "height": 0}
             if mime == "image/png":
                 if self.pngs >= self.max_images:
-                    self.drop(mime, frm, n, size, "over_images", self.max_images)
+                    self.drop(mime, frm, n, size, "over_image_count", self.max_images)
                     continue
                 if self.png + size > self.max_image_bytes:
-                    self.drop(mime, frm, n, size, "over_images", self.max_image_bytes)
+                    self.drop(mime, frm, n, size, "over_image_bytes", self.max_image_bytes)
                     continue
                 item["width"], item["height"] = struct.unpack(">II", data[16:24])
                 self.png += size

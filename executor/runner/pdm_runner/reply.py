@@ -129,10 +129,10 @@ def _clean_rich(r, out, max_img, max_images):
             continue
         if it["mime"] == "image/png":
             if pngs >= max_images:
-                drop(it, size, "over_images", max_images)
+                drop(it, size, "over_image_count", max_images)
                 continue
             if png + size > max_img:
-                drop(it, size, "over_images", max_img)
+                drop(it, size, "over_image_bytes", max_img)
                 continue
             png += size
             pngs += 1

@@ -119,11 +119,11 @@ class RichTest(unittest.TestCase):
     def test_pngs_share_the_image_limits_with_figures(self):
         resp = self.run_cell("for i in range(3): display(Png(%r))" % png(), max_images=2)
         self.assertEqual(len(resp["rich"]), 2)
-        self.assertEqual([(d["n"], d["why"], d["limit"]) for d in resp["rich_dropped"]], [(3, "over_images", 2)])
+        self.assertEqual([(d["n"], d["why"], d["limit"]) for d in resp["rich_dropped"]], [(3, "over_image_count", 2)])
         big = png(pad=600)
         resp = self.run_cell("display(Png(%r), Png(%r))" % (big, big), max_img=1000)
         self.assertEqual([(d["n"], d["bytes"], d["why"], d["limit"]) for d in resp["rich_dropped"]],
-                         [(2, len(big), "over_images", 1000)])
+                         [(2, len(big), "over_image_bytes", 1000)])
 
     def test_a_dataframe_and_a_series_give_bounded_html_tables(self):
         try:
@@ -210,6 +210,11 @@ class BoundsTest(unittest.TestCase):
         for py, g in (("_MAX_RICH_BYTES", "MaxRichBytes"), ("_MAX_RICH_TOTAL", "MaxRichTotalBytes"), ("_MAX_RICH", "MaxRich"),
                       ("_MAX_RICH_DROPPED", "MaxRichDropped"), ("_RICH_HTML_ROWS", "RichHTMLRows"), ("_RICH_HTML_COLS", "RichHTMLCols")):
             self.assertEqual(R[py], go(g), py)
+        runner = "".join(loader.source(n) for n in loader.order())
+        whys = re.findall(r'^\s*Rich(?:TooLarge|Over\w+|Failed)\s*=\s*"(\w+)"', src, re.M)
+        self.assertEqual(len(whys), 6)
+        for why in whys:  # every reason the server explains is one the runner gives
+            self.assertIn('"%s"' % why, runner)
         for mime, g in (("text/html", "MIMEHTML"), ("image/png", "MIMEPNG"), ("image/svg+xml", "MIMESVG")):
             self.assertIn(mime, R["_RICH_MIMES"])
             self.assertRegex(src, r'%s\s*=\s*"%s"' % (g, re.escape(mime)))
