@@ -36,9 +36,11 @@ import (
 
 var errNotExist = fs.ErrNotExist
 
-// maxImages caps the figures returned by one run; their total size is
-// capped by limits.max_image_bytes.
-const maxImages = 16
+// MaxImages caps the PNG images returned by one run (figures and rich
+// PNGs, see Rich); their total size is capped by limits.max_image_bytes.
+const MaxImages = 16
+
+const maxImages = MaxImages
 
 // MaxStateKeys caps Request.StateKeys.
 const MaxStateKeys = 1000
