@@ -8,6 +8,7 @@ import (
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
+	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
 
 // TestCapRich: the server re-applies the bounds of rich representations
@@ -76,5 +77,41 @@ func TestCapRich(t *testing.T) {
 	e.capResult(r, true)
 	if len(r.Rich) != protocol.MaxRich || len(r.RichDropped) != 3 || r.RichDropped[0].Why != protocol.RichOverCount || r.RichDropped[0].Limit != protocol.MaxRich {
 		t.Errorf("%d items, dropped %+v; want %d kept and 3 named over_count", len(r.Rich), r.RichDropped, protocol.MaxRich)
+	}
+}
+
+// TestRichOutputInASession runs in a real sandbox: a session's objects give
+// their rich representations in later calls, each call returns only its
+// own, and rich PNGs take the image count before the figures, which are
+// then said to be left out.
+func TestRichOutputInASession(t *testing.T) {
+	e, _ := newExec(t, nil)
+	define := "import base64\nclass Dot:\n    def _repr_png_(self):\n        return base64.b64decode(" +
+		"'iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAAAAADRSSBWAAAAC0lEQVR4nGNg+A8AAQIBAEK+vGgAAAAASUVORK5CYII=')\n" +
+		"class Page:\n    def _repr_html_(self):\n        return '<p>page</p>'\n"
+	res, id := persistent(t, e, "", Request{Owner: "o", Code: define, Imports: []analyze.Import{{Module: "base64", Line: 1}}})
+	wantStatus(t, res, "ok")
+	res, _ = persistent(t, e, id, Request{Owner: "o", Code: "display(Page())\nDot()"})
+	wantStatus(t, res, "ok")
+	var got []string
+	for _, it := range res.Rich {
+		got = append(got, it.MIME+" "+it.From)
+	}
+	if diff := cmp.Diff([]string{"text/html display", "image/png result"}, got); diff != "" {
+		t.Errorf("rich items (-want +got):\n%s", diff)
+	}
+	code := "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nfor i in range(17):\n    display(Dot())\n"
+	res, _ = persistent(t, e, id, Request{Owner: "o", Code: code, Imports: []analyze.Import{{Module: "matplotlib.pyplot", Alias: "plt", Line: 1}}})
+	wantStatus(t, res, "ok")
+	if len(res.Rich) != MaxImages || len(res.Images) != 0 || !strings.Contains(res.Stderr, "figure(s) not returned") {
+		t.Errorf("%d rich PNGs, %d figures, stderr %q; want %d PNGs, no figure and a note about it", len(res.Rich), len(res.Images), res.Stderr, MaxImages)
+	}
+	// The 17th is over both counts (16 rich items, 16 images): the first is named.
+	if len(res.RichDropped) != 1 || res.RichDropped[0].Why != protocol.RichOverCount || res.RichDropped[0].N != 17 || res.RichDropped[0].Limit != protocol.MaxRich {
+		t.Errorf("rich dropped = %+v, want display() #17 over the count", res.RichDropped)
+	}
+	res, _ = persistent(t, e, id, Request{Owner: "o", Code: "x = 1"})
+	if len(res.Rich) != 0 || len(res.RichDropped) != 0 {
+		t.Errorf("a call that shows nothing returned %d rich items and %d dropped", len(res.Rich), len(res.RichDropped))
 	}
 }
