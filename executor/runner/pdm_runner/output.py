@@ -114,10 +114,14 @@ _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 def _rich_method(obj, name):
     """obj's bound _repr_*_ method, or None: a class's own (unbound)
-    method is not its representation, as in IPython."""
+    method is not its representation, and an object that claims every
+    attribute (a mock, a proxy: it has IPython's canary too) has none, as
+    in IPython."""
     if isinstance(obj, type):
         return None
     try:
+        if hasattr(obj, "_ipython_canary_method_should_not_exist_"):
+            return None
         f = getattr(obj, name, None)
     except (SandboxTimeout, SandboxInterrupt):
         raise

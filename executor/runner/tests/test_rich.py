@@ -48,6 +48,8 @@ class Broken:
     def _repr_svg_(self): return "<svg/>"
 class Declines:
     def _repr_html_(self): return None
+class Anything:
+    def __getattr__(self, name): return lambda: "<b>%s</b>" % name
 '''
 
 
@@ -95,8 +97,8 @@ class RichTest(unittest.TestCase):
         self.assertEqual(why, [("text/html", "failed", "ValueError: no html today"),
                                ("image/png", "failed", "ValueError: returned data that is not a PNG file")])
 
-    def test_classes_none_and_plain_objects_give_nothing(self):
-        resp = self.run_cell("display(Html, Declines(), 42)\nHtml")
+    def test_classes_none_plain_objects_and_mocks_give_nothing(self):
+        resp = self.run_cell("display(Html, Declines(), 42, Anything())\nHtml")
         self.assertNotIn("rich", resp)
         self.assertNotIn("rich_dropped", resp)
 
