@@ -107,3 +107,26 @@ func TestDescriptionsStateRichBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestRichOutputNotKeptIsStillEmbedded: HTML the output store cannot keep
+// still reaches the client, and the text says it cannot be read again.
+func TestRichOutputNotKeptIsStillEmbedded(t *testing.T) {
+	cfg := config.Default()
+	cfg.Outputs.MaxTotalBytes = 8
+	h := start(t, cfg, "")
+	h.exec.result = executor.Result{Status: "ok",
+		Rich: []executor.Rich{{MIME: protocol.MIMEHTML, Data: []byte("<p>too big for the store</p>"), From: protocol.RichFromResult}}}
+	res := h.call(t, ToolExecuteTransient, map[string]any{"code": "x"})
+	html := 0
+	for _, c := range res.Content {
+		if er, ok := c.(*sdk.EmbeddedResource); ok && er.Resource.Text == "<p>too big for the store</p>" && strings.HasSuffix(er.Resource.URI, "/display/result.html") {
+			html++
+		}
+	}
+	if res.IsError || html != 1 {
+		t.Fatalf("want the HTML embedded once, got %d\n%s", html, textOf(res))
+	}
+	if want := "HTML of the result (embedded in this result, but not readable with resources/read) not kept: "; !strings.Contains(textOf(res), want) {
+		t.Errorf("text lacks %q:\n%s", want, textOf(res))
+	}
+}
