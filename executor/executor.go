@@ -36,9 +36,11 @@ import (
 
 var errNotExist = fs.ErrNotExist
 
-// maxImages caps the figures returned by one run; their total size is
-// capped by limits.max_image_bytes.
-const maxImages = 16
+// MaxImages caps the PNG images returned by one run (figures and rich
+// PNGs, see Rich); their total size is capped by limits.max_image_bytes.
+const MaxImages = 16
+
+const maxImages = MaxImages
 
 // MaxStateKeys caps Request.StateKeys.
 const MaxStateKeys = 1000
@@ -181,7 +183,13 @@ type Result struct {
 	// not asked for (at most 100): ask with StateKeys.
 	Unreturned []string `json:"unreturned_globals,omitempty"`
 	Images     []Image  `json:"images,omitempty"`
-	Files      []string `json:"files,omitempty"` // workspace files the run created or changed, relative paths
+	// Rich holds the rich representations (HTML, PNG, SVG) of what the
+	// code passed to display() and of a final expression, in order;
+	// RichDropped those left out, each with its size and the bound it
+	// breaks (see protocol.Rich for the bounds).
+	Rich        []Rich        `json:"rich,omitempty"`
+	RichDropped []RichDropped `json:"rich_dropped,omitempty"`
+	Files       []string      `json:"files,omitempty"` // workspace files the run created or changed, relative paths
 	// FileData (transient runs) holds the small ones among Files, read
 	// before the sandbox was removed: see WorkspaceFile.
 	FileData   []WorkspaceFile `json:"file_data,omitempty"`
@@ -216,6 +224,9 @@ type (
 	// StateSize is a global left out of State to keep it under its cap.
 	StateSize = protocol.StateSize
 	Image     = protocol.Image
+	// Rich is one rich representation of a run; RichDropped one left out.
+	Rich        = protocol.Rich
+	RichDropped = protocol.RichDropped
 )
 
 // Executor runs code in sandboxes. Create it with New; Close removes every
@@ -786,6 +797,8 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 		MissingState:  resp.MissingState,
 		Unreturned:    resp.Unreturned,
 		Images:        resp.Images,
+		Rich:          resp.Rich,
+		RichDropped:   resp.RichDropped,
 		Files:         resp.Files,
 		DurationMS:    resp.DurationMS,
 		StateLost:     !transient && resp.StateLost,

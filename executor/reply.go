@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"unicode/utf8"
+
+	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 )
 
 // Caps of one reply from the sandbox. The runner applies them already; the
@@ -61,8 +63,13 @@ func (e *Executor) imageCap() int64 { return e.config().imageCap() }
 func (c *Config) runReplyLimit() int64 {
 	out := c.retainCap()
 	text := 3*(out+truncationSlack) + 2*maxErrorText + maxDropped*1200 + maxUnreturned*300 + maxFilesBytes + maxFiles*8
-	return jsonGrowth*text + jsonGrowth*c.stateCap() + c.imageCap()*4/3 + maxImages*256 + replySlack
+	return jsonGrowth*text + jsonGrowth*c.stateCap() + c.imageCap()*4/3 + maxImages*256 + richReplyLimit + replySlack
 }
+
+// richReplyLimit is what the rich representations add to a run reply:
+// their HTML and SVG as base64 (their PNGs are within the image cap), and
+// each item's and each dropped entry's fields.
+const richReplyLimit = protocol.MaxRichTotalBytes*4/3 + protocol.MaxRich*256 + protocol.MaxRichDropped*2048
 
 func (e *Executor) runReplyLimit() int64 { return e.config().runReplyLimit() }
 
@@ -175,10 +182,10 @@ func (c *Config) capResult(r *runnerResponse, transient bool) {
 		r.DroppedState[i].Name, _ = clipText(r.DroppedState[i].Name, 256-truncationSlack)
 		r.DroppedState[i].Type, _ = clipText(r.DroppedState[i].Type, 256-truncationSlack)
 	}
+	pngs, total := c.capRich(r)
 	var kept []Image
-	var total int64
 	for _, im := range r.Images {
-		if len(kept) >= maxImages || total+int64(len(im.PNG)) > c.imageCap() {
+		if pngs+len(kept) >= maxImages || total+int64(len(im.PNG)) > c.imageCap() {
 			continue
 		}
 		total += int64(len(im.PNG))
@@ -198,3 +205,70 @@ func (c *Config) capResult(r *runnerResponse, transient bool) {
 }
 
 func (e *Executor) capResult(r *runnerResponse, transient bool) { e.config().capResult(r, transient) }
+
+// capRich re-applies the bounds of rich representations (see
+// protocol.Rich) to r, in place: an item of an unknown type or with text
+// that is not UTF-8 is left out; one over a bound moves to RichDropped,
+// named with the bound. It returns the count and bytes of the PNG items
+// kept, which the figures share.
+func (c *Config) capRich(r *runnerResponse) (pngs int, pngBytes int64) {
+	if len(r.RichDropped) > protocol.MaxRichDropped {
+		r.RichDropped = r.RichDropped[:protocol.MaxRichDropped]
+	}
+	for i := range r.RichDropped {
+		d := &r.RichDropped[i]
+		d.MIME, _ = clipText(d.MIME, 64)
+		d.From, _ = clipText(d.From, 16)
+		d.Why, _ = clipText(d.Why, 32)
+		d.Error, _ = clipText(d.Error, 512)
+		d.N, d.Bytes, d.Limit = max(d.N, 0), max(d.Bytes, 0), max(d.Limit, 0)
+	}
+	drop := func(it protocol.Rich, why string, limit int64) {
+		if len(r.RichDropped) < protocol.MaxRichDropped {
+			r.RichDropped = append(r.RichDropped, protocol.RichDropped{MIME: it.MIME, From: it.From, N: max(it.N, 0),
+				Bytes: int64(len(it.Data)), Why: why, Limit: limit})
+		}
+	}
+	var kept []protocol.Rich
+	var text int64
+	for _, it := range r.Rich {
+		size := int64(len(it.Data))
+		if it.From != protocol.RichFromDisplay && it.From != protocol.RichFromResult {
+			continue
+		}
+		switch {
+		case len(kept) >= protocol.MaxRich:
+			drop(it, protocol.RichOverCount, protocol.MaxRich)
+			continue
+		case it.MIME == protocol.MIMEPNG:
+			if pngs >= maxImages {
+				drop(it, protocol.RichOverImageCount, maxImages)
+				continue
+			}
+			if pngBytes+size > c.imageCap() {
+				drop(it, protocol.RichOverImageBytes, c.imageCap())
+				continue
+			}
+			pngs++
+			pngBytes += size
+		case it.MIME == protocol.MIMEHTML || it.MIME == protocol.MIMESVG:
+			if !utf8.Valid(it.Data) {
+				continue
+			}
+			if size > protocol.MaxRichBytes {
+				drop(it, protocol.RichTooLarge, protocol.MaxRichBytes)
+				continue
+			}
+			if text+size > protocol.MaxRichTotalBytes {
+				drop(it, protocol.RichOverTotal, protocol.MaxRichTotalBytes)
+				continue
+			}
+			text += size
+		default:
+			continue
+		}
+		kept = append(kept, it)
+	}
+	r.Rich = kept
+	return pngs, pngBytes
+}

@@ -2,11 +2,14 @@ package protocol
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.json from the structs")
@@ -63,6 +66,61 @@ var goldenFrames = map[string]Request{
 	"reset":     &Reset{Header: Header{ID: 9, Nonce: "77"}, Arm: &goldenGuard},
 }
 
+// goldenPNG is a 2×1 grey PNG.
+var goldenPNG, _ = base64.StdEncoding.DecodeString("iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAAAAADRSSBWAAAAC0lEQVR4nGNg+A8AAQIBAEK+vGgAAAAASUVORK5CYII=")
+
+// goldenReplies are replies of the runner, as testdata/<name>.json holds
+// them; the runner's tests check that its reply checks pass them unchanged
+// and that a run of theirs gives the same shape.
+var goldenReplies = map[string]*Reply{
+	"reply_rich": {
+		ID: 3, Nonce: "6e6f6e6365", Status: "ok", Stdout: "   a\n0  1\n", Result: ptr("   a\n0  1"), State: json.RawMessage(`{}`),
+		Rich: []Rich{
+			{MIME: MIMEHTML, Data: []byte("<table><tr><td>1</td></tr></table>"), From: RichFromDisplay, N: 1},
+			{MIME: MIMESVG, Data: []byte(`<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1"/>`), From: RichFromDisplay, N: 2},
+			{MIME: MIMEPNG, Data: goldenPNG, From: RichFromResult, Width: 2, Height: 1},
+		},
+		RichDropped: []RichDropped{
+			{MIME: MIMEHTML, From: RichFromDisplay, N: 3, Bytes: 300000, Why: RichTooLarge, Limit: MaxRichBytes},
+			{MIME: MIMEPNG, From: RichFromDisplay, N: 4, Why: RichFailed, Error: "ValueError: returned data that is not a PNG file"},
+		},
+		DurationMS: 12.5,
+	},
+}
+
+// TestGoldenReplies: each reply marshals to its golden file, and the file
+// decodes back to the same reply.
+func TestGoldenReplies(t *testing.T) {
+	for name, r := range goldenReplies {
+		data, err := json.MarshalIndent(r, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		data = append(data, '\n')
+		path := filepath.Join("testdata", name+".json")
+		if *update {
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run go test ./executor/protocol -update to write it)", err)
+		}
+		if !bytes.Equal(data, want) {
+			t.Errorf("%s marshals to\n%s\nwant (%s)\n%s", name, data, path, want)
+		}
+		got, err := DecodeReply(want, r.ID, r.Nonce)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if diff := cmp.Diff(r, got); diff != "" {
+			t.Errorf("%s decodes to another reply (-want +got):\n%s", path, diff)
+		}
+	}
+}
+
 // TestGoldenFrames: each request marshals to its golden file, byte for
 // byte once indented, and carries the op its type stands for.
 func TestGoldenFrames(t *testing.T) {
@@ -101,7 +159,7 @@ func TestGoldenFrames(t *testing.T) {
 		}
 	}
 	files, _ := filepath.Glob("testdata/*.json")
-	if !*update && len(files) != len(goldenFrames) {
-		t.Errorf("testdata holds %d frames, the test builds %d: a golden file without its struct", len(files), len(goldenFrames))
+	if !*update && len(files) != len(goldenFrames)+len(goldenReplies) {
+		t.Errorf("testdata holds %d frames, the tests build %d: a golden file without its struct", len(files), len(goldenFrames)+len(goldenReplies))
 	}
 }

@@ -138,6 +138,11 @@ type Reply struct {
 	// "error", the first thing it could not restore.
 	Checked []string `json:"checked"`
 	Reason  string   `json:"reason"`
+
+	// run: the rich representations display() and a final expression
+	// produced, in order, and those left out (see Rich).
+	Rich        []Rich        `json:"rich"`
+	RichDropped []RichDropped `json:"rich_dropped"`
 }
 
 // DecodeReply decodes one frame from the sandbox and checks that it
@@ -192,6 +197,80 @@ type Image struct {
 	Width  int    `json:"width"`
 	Height int    `json:"height"`
 }
+
+// Rich is one rich representation of an object that user code passed to
+// display() or left as a cell's final expression: its HTML (MIMEHTML:
+// _repr_html_, or a pandas DataFrame's or Series' to_html with at most
+// RichHTMLRows rows and RichHTMLCols columns), PNG (MIMEPNG: _repr_png_)
+// or SVG (MIMESVG: _repr_svg_). An object gives at most its HTML and one
+// image (PNG over SVG).
+//
+// Bounds, applied by the runner and again by the server: an HTML or SVG
+// item is at most MaxRichBytes, all HTML and SVG of a run at most
+// MaxRichTotalBytes, at most MaxRich items in a run; PNG items share the
+// figures' limits (the run's max_images and max_image_bytes, rich PNGs
+// counted first). What does not fit is a RichDropped, never cut.
+type Rich struct {
+	MIME string `json:"mime"`
+	// Data is the representation: UTF-8 text for HTML and SVG, the PNG
+	// file for PNG.
+	Data []byte `json:"data"`
+	// From is RichFromDisplay (N is then the object's place among every
+	// display() argument of the run, from 1) or RichFromResult (N is 0).
+	From string `json:"from"`
+	N    int    `json:"n"`
+	// Width and Height are a PNG's, from its header; 0 for text.
+	Width  int `json:"width"`
+	Height int `json:"height"`
+}
+
+// RichDropped is a rich representation left out of a reply: which, its
+// size in bytes (0 when it could not be made), why (Rich* reasons) and
+// the limit it would break (bytes, or a count for RichOverCount and
+// RichOverImageCount), or the exception that made it fail.
+type RichDropped struct {
+	MIME  string `json:"mime"`
+	From  string `json:"from"`
+	N     int    `json:"n"`
+	Bytes int64  `json:"bytes"`
+	Why   string `json:"why"`
+	Limit int64  `json:"limit"`
+	Error string `json:"error,omitempty"`
+}
+
+// MIME types of Rich items.
+const (
+	MIMEHTML = "text/html"
+	MIMEPNG  = "image/png"
+	MIMESVG  = "image/svg+xml"
+)
+
+// Where a Rich item comes from.
+const (
+	RichFromDisplay = "display"
+	RichFromResult  = "result"
+)
+
+// Why a rich representation was dropped.
+const (
+	RichTooLarge       = "too_large"        // over MaxRichBytes (HTML, SVG)
+	RichOverTotal      = "over_total"       // the run's HTML and SVG would pass MaxRichTotalBytes
+	RichOverCount      = "over_count"       // the run has MaxRich items already
+	RichOverImageBytes = "over_image_bytes" // the run's PNG images (figures too) would pass the run's max_image_bytes
+	RichOverImageCount = "over_image_count" // the run has max_images PNG images already
+	RichFailed         = "failed"           // the _repr_*_ method raised or returned something unusable (Error says what)
+)
+
+// Bounds of rich representations (see Rich); the runner has the same
+// numbers (output.py; its tests read them here).
+const (
+	MaxRichBytes      = 256 << 10
+	MaxRichTotalBytes = 1 << 20
+	MaxRich           = 16
+	MaxRichDropped    = 64
+	RichHTMLRows      = 60
+	RichHTMLCols      = 20
+)
 
 // Entry is one file or directory of a list reply.
 type Entry struct {

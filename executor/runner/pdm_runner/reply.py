@@ -62,13 +62,14 @@ def _clean_reply(raw, nonce, transient, max_out, max_state, max_img, max_images)
                 names = [str(x)[:256] for x in names[:n] if isinstance(x, str)]
                 if names:
                     out[k] = names
+    pngs, total = _clean_rich(r, out, max_img, max_images)
     imgs = r.get("images")
     if imgs is not None:
         if not isinstance(imgs, list):
             raise ValueError("images is not a list")
-        kept, total = [], 0
+        kept = []
         for im in imgs:
-            if len(kept) >= max_images or not isinstance(im, dict) or not isinstance(im.get("png"), str):
+            if pngs + len(kept) >= max_images or not isinstance(im, dict) or not isinstance(im.get("png"), str):
                 continue
             n = len(im["png"]) * 3 // 4
             if total + n > max_img:
@@ -83,9 +84,78 @@ def _clean_reply(raw, nonce, transient, max_out, max_state, max_img, max_images)
     return out
 
 
+def _clean_rich(r, out, max_img, max_images):
+    """Re-applies the bounds of the rich representations (see _RichSink) to
+    the worker's "rich" and "rich_dropped" into out: an item that breaks
+    one is named in rich_dropped; a malformed one is left out. Returns the
+    count and bytes of the PNG items kept, which the figures share."""
+    items, dropped = r.get("rich"), r.get("rich_dropped")
+    if items is not None and not isinstance(items, list):
+        raise ValueError("rich is not a list")
+    if dropped is not None and not isinstance(dropped, list):
+        raise ValueError("rich_dropped is not a list")
+    names = []
+    for d in (dropped or ())[:_MAX_RICH_DROPPED]:
+        if not isinstance(d, dict):
+            continue
+        size, limit = d.get("bytes"), d.get("limit")
+        e = {"mime": str(d.get("mime", ""))[:64], "from": str(d.get("from", ""))[:16],
+             "n": d["n"] if type(d.get("n")) is int and 0 <= d["n"] < 1 << 31 else 0,
+             "bytes": size if type(size) is int and 0 <= size < 1 << 62 else 0,
+             "why": str(d.get("why", ""))[:32],
+             "limit": limit if type(limit) is int and 0 <= limit < 1 << 62 else 0}
+        if isinstance(d.get("error"), str) and d["error"]:
+            e["error"] = _clip(d["error"], 300)
+        names.append(e)
+    kept, text, png, pngs = [], 0, 0, 0
+
+    def drop(it, size, why, limit):
+        if len(names) < _MAX_RICH_DROPPED:
+            names.append({"mime": it["mime"], "from": it["from"], "n": it["n"], "bytes": size, "why": why, "limit": limit})
+
+    for it in items or ():
+        if not isinstance(it, dict) or it.get("mime") not in _RICH_MIMES or not isinstance(it.get("data"), str) \
+                or it.get("from") not in ("display", "result") or type(it.get("n")) is not int or not 0 <= it["n"] < 1 << 31:
+            continue
+        try:
+            size = len(base64.b64decode(it["data"], validate=True))
+        except ValueError:
+            continue
+        if len(kept) >= _MAX_RICH:
+            drop(it, size, "over_count", _MAX_RICH)
+            continue
+        w, h = it.get("width"), it.get("height")
+        if type(w) is not int or type(h) is not int or not (0 <= w < 1 << 31 and 0 <= h < 1 << 31):
+            continue
+        if it["mime"] == "image/png":
+            if pngs >= max_images:
+                drop(it, size, "over_image_count", max_images)
+                continue
+            if png + size > max_img:
+                drop(it, size, "over_image_bytes", max_img)
+                continue
+            png += size
+            pngs += 1
+        else:
+            if size > _MAX_RICH_BYTES:
+                drop(it, size, "too_large", _MAX_RICH_BYTES)
+                continue
+            if text + size > _MAX_RICH_TOTAL:
+                drop(it, size, "over_total", _MAX_RICH_TOTAL)
+                continue
+            text += size
+        kept.append({"mime": it["mime"], "data": it["data"], "from": it["from"], "n": it["n"], "width": w, "height": h})
+    if kept:
+        out["rich"] = kept
+    if names:
+        out["rich_dropped"] = names
+    return pngs, png
+
+
 def _result_cap(max_out, max_state, max_img, max_images):
     # JSON may escape a character into 6 bytes.
-    return 6 * (max_out + 2 * _MAX_ERROR_TEXT + _MAX_DROPPED * 1200 + _MAX_UNRETURNED * 300) + 6 * max_state + (max_img * 4) // 3 + max_images * 256 + (64 << 10)
+    return (6 * (max_out + 2 * _MAX_ERROR_TEXT + _MAX_DROPPED * 1200 + _MAX_UNRETURNED * 300) + 6 * max_state + (max_img * 4) // 3
+            + max_images * 256 + (_MAX_RICH_TOTAL * 4) // 3 + _MAX_RICH * 256 + _MAX_RICH_DROPPED * 2048 + (64 << 10))
 
 
 def _worker_key(req):

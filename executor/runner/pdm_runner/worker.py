@@ -319,6 +319,7 @@ def _worker_run(req, denied):
 
     builtins.input = _no_input
     builtins.display = _display
+    _RICH.reset(max_images, max_img)
     exc = None
     value = None
     images, skipped = [], 0
@@ -336,7 +337,10 @@ def _worker_run(req, denied):
         # Figures, the result's repr and the state are the call's work too:
         # they happen inside its time limit.
         if not isinstance(exc, (SandboxTimeout, SandboxInterrupt)):
-            images, skipped = _figures(max_images, max_img)
+            if value is not None and exc is None:
+                _RICH.add(value, "result")
+            # Figures get what the rich PNGs left of the image limits.
+            images, skipped = _figures(max_images - _RICH.pngs, max_img - _RICH.png)
             if value is not None and exc is None:
                 try:
                     r = repr(value)
@@ -365,6 +369,11 @@ def _worker_run(req, denied):
             pass
     if images:
         resp["images"] = images
+    if _RICH.items:
+        resp["rich"] = _RICH.items
+    if _RICH.dropped:
+        resp["rich_dropped"] = _RICH.dropped
+    _RICH.reset()  # the reply holds them now
 
     if exc is not None:
         resp.pop("result", None)

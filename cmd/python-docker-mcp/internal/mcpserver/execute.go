@@ -58,6 +58,8 @@ type runOut struct {
 	MissingState    []string           `json:"missing_state,omitempty" jsonschema:"Names sent in state or asked for in state_keys that are not defined after the run."`
 	Unreturned      []string           `json:"unreturned_globals,omitempty" jsonschema:"Other globals of JSON types the run left (up to 100 names) that were not returned: name them in state_keys to get them."`
 	Images          int                `json:"images" jsonschema:"Number of PNG figures returned as image content."`
+	Rich            []richOut          `json:"rich,omitempty" jsonschema:"Rich representations of what the code passed to display() and of its final expression, in the order of the content items after the figures: HTML as an embedded text/html resource, PNG as image content, SVG as an embedded image/svg+xml resource."`
+	RichDropped     []richDropped      `json:"rich_dropped,omitempty" jsonschema:"Rich representations left out of the result, with their size and the limit they break (or the error of the _repr_ method that failed); the text content says the same."`
 	Files           []string           `json:"files" jsonschema:"sandbox:// URIs of files the run created or changed (execute-persistent)."`
 	DiscardedFiles  []string           `json:"discarded_files,omitempty" jsonschema:"Files an execute-transient run wrote into /workspace: they were deleted with its sandbox."`
 	ReturnedFiles   []string           `json:"returned_files,omitempty" jsonschema:"sandbox-output:// URIs of the small discarded files, read before the sandbox went: embedded in the result and readable with resources/read for a while."`
@@ -75,6 +77,30 @@ type runOut struct {
 	stdout, stderr string
 	// notes are said in the text content after the streams.
 	notes []string
+}
+
+// richOut describes one rich content item of a run (executor.Rich) for
+// the output schema.
+type richOut struct {
+	MIME   string `json:"mime" jsonschema:"text/html, image/png or image/svg+xml."`
+	From   string `json:"from" jsonschema:"display: an argument of display(); result: the final expression."`
+	N      int    `json:"n,omitempty" jsonschema:"Which display() argument of the run (from 1)."`
+	Bytes  int    `json:"bytes"`
+	Width  int    `json:"width,omitempty" jsonschema:"A PNG's width in pixels."`
+	Height int    `json:"height,omitempty" jsonschema:"A PNG's height in pixels."`
+	URI    string `json:"uri,omitempty" jsonschema:"HTML, SVG: the embedded resource's sandbox-output:// URI, readable with resources/read for a while (unless the text content says it was not kept)."`
+}
+
+// richDropped describes a rich representation left out of the result
+// (executor.RichDropped) for the output schema.
+type richDropped struct {
+	MIME  string `json:"mime"`
+	From  string `json:"from"`
+	N     int    `json:"n,omitempty"`
+	Bytes int64  `json:"bytes" jsonschema:"Its size; 0 when it could not be made."`
+	Why   string `json:"why" jsonschema:"too_large: over the limit per HTML or SVG item; over_total: over the call's total of HTML and SVG; over_count: over the call's count of rich items; over_image_bytes, over_image_count: over the call's image limits, which figures share; failed: the object's _repr_ method raised or returned something unusable."`
+	Limit int64  `json:"limit,omitempty" jsonschema:"The limit it breaks: bytes, or a count for over_count and over_image_count."`
+	Error string `json:"error,omitempty" jsonschema:"failed: the error."`
 }
 
 // stateSize documents executor.StateSize for the output schema.
@@ -503,7 +529,8 @@ func (s *Server) render(owner string, res *executor.Result, dec policy.Decision,
 		out.Error = &runError{Type: res.Error.Type, Message: res.Error.Message, Line: res.Error.Line, Col: res.Error.Col, Traceback: res.Error.Traceback}
 	}
 	var links []mcp.Content
-	if res.StdoutFull != "" || res.StderrFull != "" || len(res.FileData) > 0 {
+	richURIs := make([]string, len(res.Rich))
+	if res.StdoutFull != "" || res.StderrFull != "" || len(res.FileData) > 0 || len(res.Rich) > 0 {
 		cfg := s.d.Config()
 		s.outputs.setLimits(int64(cfg.Outputs.MaxTotalBytes), cfg.Outputs.TTL.D())
 		call := newCallID()
@@ -537,6 +564,16 @@ func (s *Server) render(owner string, res *executor.Result, dec policy.Decision,
 				links = append(links, mcp.NewResourceLink(out.StderrURI, "stderr", fmt.Sprintf("full stderr of this call (%d bytes)", len(res.StderrFull)), "text/plain"))
 			}
 		}
+		// HTML and SVG are embedded whether kept or not; kept, their URIs
+		// can be read again for a while.
+		for i, it := range res.Rich {
+			if name := richName(it); name != "" {
+				what := richKind(it.MIME) + " of " + richSource(it.From, it.N) + " (embedded in this result, but not readable with resources/read)"
+				if richURIs[i] = keep(what, "display/"+name, string(it.Data), int64(len(it.Data))); richURIs[i] == "" {
+					richURIs[i] = outputURI(call, "display/"+name)
+				}
+			}
+		}
 	}
 	for _, f := range res.Files {
 		switch {
@@ -546,10 +583,18 @@ func (s *Server) render(owner string, res *executor.Result, dec policy.Decision,
 			out.DiscardedFiles = append(out.DiscardedFiles, f)
 		}
 	}
+	rich := richContent(res.Rich, richURIs)
+	for i, it := range res.Rich {
+		out.Rich = append(out.Rich, richOut{MIME: it.MIME, From: it.From, N: it.N, Bytes: len(it.Data), Width: it.Width, Height: it.Height, URI: richURIs[i]})
+	}
+	for _, d := range res.RichDropped {
+		out.RichDropped = append(out.RichDropped, richDropped{MIME: d.MIME, From: d.From, N: d.N, Bytes: d.Bytes, Why: d.Why, Limit: d.Limit, Error: d.Error})
+	}
 	content := []mcp.Content{mcp.NewTextContent(text(out))}
 	for _, img := range res.Images {
 		content = append(content, mcp.NewImageContent(base64.StdEncoding.EncodeToString(img.PNG), "image/png"))
 	}
+	content = append(content, rich...)
 	content = append(content, links...)
 	for _, f := range res.Files {
 		if res.SessionID != "" {
@@ -643,6 +688,16 @@ func text(o runOut) string {
 	}
 	if o.Images > 0 {
 		fmt.Fprintf(&b, "%d figure(s) attached\n", o.Images)
+	}
+	if len(o.Rich) > 0 {
+		parts := make([]string, len(o.Rich))
+		for i, r := range o.Rich {
+			parts[i] = fmt.Sprintf("%s of %s (%d bytes)", richKind(r.MIME), richSource(r.From, r.N), r.Bytes)
+		}
+		b.WriteString("rich output attached: " + strings.Join(parts, ", ") + "\n")
+	}
+	for _, d := range o.RichDropped {
+		b.WriteString("rich output not attached: " + richDroppedNote(d) + "\n")
 	}
 	for _, f := range o.Files {
 		b.WriteString("file: " + f + "\n")

@@ -386,7 +386,7 @@ func (s *Server) readResource(ctx context.Context, req mcp.ReadResourceRequest) 
 // the call.
 func (s *Server) readOutput(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 	if _, _, ok := parseOutputURI(req.Params.URI); !ok {
-		return nil, fmt.Errorf("resource %q: want sandbox-output://CALL_ID/stdout or /stderr", req.Params.URI)
+		return nil, fmt.Errorf("resource %q: want sandbox-output://CALL_ID/stdout, /stderr, /files/PATH or /display/NAME", req.Params.URI)
 	}
 	out, err := s.outputs.get(s.principal(ctx).Sub, req.Params.URI)
 	if err != nil {
@@ -394,6 +394,9 @@ func (s *Server) readOutput(ctx context.Context, req mcp.ReadResourceRequest) ([
 	}
 	if name, ok := strings.CutPrefix(out.stream, "files/"); ok {
 		return []mcp.ResourceContents{resourceContents(out.uri, name, []byte(out.text))}, nil
+	}
+	if name, ok := strings.CutPrefix(out.stream, "display/"); ok {
+		return []mcp.ResourceContents{mcp.TextResourceContents{URI: out.uri, MIMEType: richMIME(name), Text: out.text}}, nil
 	}
 	return []mcp.ResourceContents{mcp.TextResourceContents{URI: out.uri, MIMEType: "text/plain", Text: out.text}}, nil
 }
@@ -428,6 +431,10 @@ func (s *Server) listResources(ctx context.Context, _ any, req *mcp.ListResource
 		if name, ok := strings.CutPrefix(o.stream, "files/"); ok {
 			r.MIMEType = mimeFor(name)
 			r.Description = fmt.Sprintf("file %s written by an execute-transient call at %s (its sandbox is gone; kept until %s)", name, o.created.UTC().Format(time.RFC3339), o.expires.UTC().Format(time.RFC3339))
+		}
+		if name, ok := strings.CutPrefix(o.stream, "display/"); ok {
+			r.MIMEType = richMIME(name)
+			r.Description = fmt.Sprintf("%s shown by a call at %s (kept until %s)", name, o.created.UTC().Format(time.RFC3339), o.expires.UTC().Format(time.RFC3339))
 		}
 		res.Resources = append(res.Resources, r)
 	}

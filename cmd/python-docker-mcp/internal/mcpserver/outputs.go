@@ -15,8 +15,10 @@ import (
 
 // OutputTemplate is the URI template of what a call left for its caller:
 // the full text of a stream the result showed cut
-// (sandbox-output://CALL_ID/stdout or /stderr), and the small files of an
-// execute-transient run (sandbox-output://CALL_ID/files/PATH).
+// (sandbox-output://CALL_ID/stdout or /stderr), the small files of an
+// execute-transient run (sandbox-output://CALL_ID/files/PATH), and the HTML
+// and SVG of display() and of a final expression
+// (sandbox-output://CALL_ID/display/display-N.html, .../result.svg).
 const OutputTemplate = "sandbox-output://{call_id}/{+stream}"
 
 // output is one kept stream.
@@ -174,5 +176,6 @@ func parseOutputURI(uri string) (call, stream string, ok bool) {
 		return "", "", false
 	}
 	call, stream, _ = strings.Cut(rest, "/")
-	return call, stream, call != "" && (stream == "stdout" || stream == "stderr" || (strings.HasPrefix(stream, "files/") && len(stream) > len("files/")))
+	prefixed := func(p string) bool { return strings.HasPrefix(stream, p) && len(stream) > len(p) }
+	return call, stream, call != "" && (stream == "stdout" || stream == "stderr" || prefixed("files/") || prefixed("display/"))
 }

@@ -183,7 +183,8 @@ func New(d Deps) *Server {
 	s.mcp.AddResourceTemplate(
 		mcp.NewResourceTemplate(OutputTemplate, "Output of a call",
 			mcp.WithTemplateDescription("What a call left for its caller: the full text of a stdout or stderr that its result showed cut (sandbox-output://CALL_ID/stdout or /stderr), "+
-				"and the small files an execute-transient run wrote (sandbox-output://CALL_ID/files/PATH). Kept for a limited time, for the caller only."),
+				"the small files an execute-transient run wrote (sandbox-output://CALL_ID/files/PATH), "+
+				"and the HTML and SVG that display() and a final expression gave (sandbox-output://CALL_ID/display/display-N.html, .../result.svg). Kept for a limited time, for the caller only."),
 		),
 		s.readOutput,
 	)

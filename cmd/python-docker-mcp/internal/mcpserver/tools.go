@@ -152,7 +152,7 @@ var toolDefs = []toolDef{
 			return "Run Python code in a fresh, single-use sandbox (no network, read-only system, memory/CPU/time limits). " +
 				"Nothing persists between calls except the JSON `state` you pass in: its keys come back with their values after the run, plus the globals you name in `state_keys` ([\"*\"] for all), within limits.max_state_bytes (what does not fit is left out with a warning; the run's result stands). " +
 				"Use execute-persistent when you need variables, imports or files to live across calls; files written here are deleted with the sandbox. " +
-				outputNote(cfg)
+				outputNote(cfg) + richNote(cfg)
 		},
 		schemas: func(cfg config.Config) (*jsonschema.Schema, *jsonschema.Schema) {
 			in := schemaOf[transientArgs]()
@@ -170,7 +170,7 @@ var toolDefs = []toolDef{
 			return "Run Python code in a persistent session: variables, imports, functions and files in /workspace stay between calls. " +
 				"Leave session_id empty to create a session; its id comes back as session_id. Sessions expire after a period of inactivity; " +
 				"call cleanup-session when done. Files in /workspace are resources (sandbox://SESSION_ID/PATH, listed by resources/list). " +
-				outputNote(cfg)
+				outputNote(cfg) + richNote(cfg)
 		},
 		schemas: func(cfg config.Config) (*jsonschema.Schema, *jsonschema.Schema) {
 			in := schemaOf[persistentArgs]()

@@ -158,11 +158,16 @@ var (
 	descMCPSessions = prometheus.NewDesc(Namespace+"_mcp_sessions", "Live MCP sessions (Streamable HTTP sessions issued and not terminated; 1 over stdio).", nil, nil)
 	descQuotaUse    = prometheus.NewDesc(Namespace+"_quota_use", "Use of each per-principal quota now, summed over principals (sandboxes, sessions, transport_sessions, output_bytes, inflight_bytes).", []string{"quota"}, nil)
 	descQuotaTop    = prometheus.NewDesc(Namespace+"_quota_top_use", "Use of each per-principal quota now by the principal that uses it most.", []string{"quota"}, nil)
+	descReuseIdle   = prometheus.NewDesc(Namespace+"_reuse_idle", "Sandboxes kept for their principal's next transient call, idle now (pool.reuse: principal).", nil, nil)
+	descReuseHits   = prometheus.NewDesc(Namespace+"_reuse_hits_total", "Transient calls served by a sandbox kept for their principal.", nil, nil)
+	descReuseResets = prometheus.NewDesc(Namespace+"_reuse_resets_total", "Resets of kept sandboxes between calls, by result (ok: every check passed; failed: the sandbox was removed).", []string{"result"}, nil)
+	descReuseEnds   = prometheus.NewDesc(Namespace+"_reuse_removed_total", "Kept sandboxes removed, by why (retired: age, calls, or a call's timeout, OOM, kill or invalid reply; evicted: pool.reuse_max_idle or pool.max_per_principal).", []string{"why"}, nil)
 	descQuotaRefuse = prometheus.NewDesc(Namespace+"_quota_refusals_total", "Requests refused (or outputs not kept) because a principal's quota was reached, by quota.", []string{"quota"}, nil)
 )
 
 func (s *scrape) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPoolSize, descPoolIdle, descPoolHits, descPoolMisses, descStarts, descStartFails, descRunners, descSandboxes, descSessions, descMCPSessions, descQuotaUse, descQuotaTop, descQuotaRefuse} {
+	for _, d := range []*prometheus.Desc{descPoolSize, descPoolIdle, descPoolHits, descPoolMisses, descStarts, descStartFails, descRunners, descSandboxes, descSessions, descMCPSessions, descQuotaUse, descQuotaTop, descQuotaRefuse,
+		descReuseIdle, descReuseHits, descReuseResets, descReuseEnds} {
 		ch <- d
 	}
 }
@@ -182,6 +187,13 @@ func (s *scrape) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descRunners, prometheus.CounterValue, float64(st.RunnersCompiled), "compiled")
 		ch <- prometheus.MustNewConstMetric(descSandboxes, prometheus.GaugeValue, float64(st.Sandboxes))
 		ch <- prometheus.MustNewConstMetric(descSessions, prometheus.GaugeValue, float64(st.Sessions))
+		r := st.Reuse
+		ch <- prometheus.MustNewConstMetric(descReuseIdle, prometheus.GaugeValue, float64(r.Idle))
+		ch <- prometheus.MustNewConstMetric(descReuseHits, prometheus.CounterValue, float64(r.Hits))
+		ch <- prometheus.MustNewConstMetric(descReuseResets, prometheus.CounterValue, float64(r.Resets), "ok")
+		ch <- prometheus.MustNewConstMetric(descReuseResets, prometheus.CounterValue, float64(r.ResetFailures), "failed")
+		ch <- prometheus.MustNewConstMetric(descReuseEnds, prometheus.CounterValue, float64(r.Retired), "retired")
+		ch <- prometheus.MustNewConstMetric(descReuseEnds, prometheus.CounterValue, float64(r.Evicted), "evicted")
 	}
 	if s.src.MCPSessions != nil {
 		ch <- prometheus.MustNewConstMetric(descMCPSessions, prometheus.GaugeValue, float64(s.src.MCPSessions()))

@@ -51,7 +51,8 @@ func TestExposition(t *testing.T) {
 	m := New(Sources{
 		Executor: func() executor.Stats {
 			return executor.Stats{Pools: []executor.PoolStats{{Kind: "transient", Size: 2, Idle: 1, Hits: 5, Misses: 3}},
-				SandboxStarts: 9, SandboxStartFailures: 1, RunnersLoaded: 7, RunnersCompiled: 2, Sandboxes: 4, Sessions: 2}
+				SandboxStarts: 9, SandboxStartFailures: 1, RunnersLoaded: 7, RunnersCompiled: 2, Sandboxes: 4, Sessions: 2,
+				Reuse: executor.ReuseStats{Idle: 2, Hits: 40, Resets: 41, ResetFailures: 1, Retired: 3, Evicted: 4}}
 		},
 		MCPSessions: func() int { return 3 },
 	})
@@ -80,11 +81,23 @@ python_docker_mcp_sandbox_start_failures_total 1
 # TYPE python_docker_mcp_sandbox_runners_total counter
 python_docker_mcp_sandbox_runners_total{runner="compiled"} 2
 python_docker_mcp_sandbox_runners_total{runner="loaded"} 7
+# HELP python_docker_mcp_reuse_hits_total Transient calls served by a sandbox kept for their principal.
+# TYPE python_docker_mcp_reuse_hits_total counter
+python_docker_mcp_reuse_hits_total 40
+# HELP python_docker_mcp_reuse_resets_total Resets of kept sandboxes between calls, by result (ok: every check passed; failed: the sandbox was removed).
+# TYPE python_docker_mcp_reuse_resets_total counter
+python_docker_mcp_reuse_resets_total{result="failed"} 1
+python_docker_mcp_reuse_resets_total{result="ok"} 41
+# HELP python_docker_mcp_reuse_removed_total Kept sandboxes removed, by why (retired: age, calls, or a call's timeout, OOM, kill or invalid reply; evicted: pool.reuse_max_idle or pool.max_per_principal).
+# TYPE python_docker_mcp_reuse_removed_total counter
+python_docker_mcp_reuse_removed_total{why="evicted"} 4
+python_docker_mcp_reuse_removed_total{why="retired"} 3
 `
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want),
 		"python_docker_mcp_policy_denials_total", "python_docker_mcp_pool_misses_total",
 		"python_docker_mcp_mcp_sessions", "python_docker_mcp_sandbox_start_failures_total",
-		"python_docker_mcp_sandbox_runners_total"); err != nil {
+		"python_docker_mcp_sandbox_runners_total", "python_docker_mcp_reuse_hits_total", "python_docker_mcp_reuse_resets_total",
+		"python_docker_mcp_reuse_removed_total"); err != nil {
 		t.Error(err)
 	}
 	if n := testutil.CollectAndCount(m.calls); n != 1 {
