@@ -644,8 +644,9 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 	class := limitsClass(lim)
 	var sb *sandbox
 	var k *kept
+	reserved := false
 	if reuse {
-		if k = e.warm.take(ctx, req.Owner, class, need); k != nil {
+		if k, reserved = e.warm.take(ctx, req.Owner, class, need); k != nil {
 			sb = k.sb
 		}
 	}
@@ -664,6 +665,9 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 			sb, err = e.startWithin(ctx, sandboxMeta{Kind: KindTransient, Owner: req.Owner, Packages: pkgs}, lim, lim.Timeout)
 		}
 		if err != nil {
+			if reserved {
+				e.warm.unreserve(req.Owner)
+			}
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("start sandbox: %w", ctx.Err())
 			}
@@ -671,7 +675,7 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 		}
 	}
 	if reuse && k == nil {
-		k = e.warm.adopt(sb, req.Owner, class)
+		k = e.warm.adopt(sb, req.Owner, class, reserved)
 	}
 	res, err := e.run(ctx, sb, req, lim, true)
 	if err == nil && len(res.Files) > 0 {

@@ -36,7 +36,8 @@ type warm struct {
 
 	mu      sync.Mutex
 	idle    []*kept        // all principals', least recently used first
-	owned   map[string]int // kept sandboxes per principal: idle, serving or resetting
+	owned   map[string]int // kept sandboxes per principal: idle, serving, resetting or being created
+	pending map[string]int // of those, places reserved for sandboxes being created
 	resets  map[string]int // resets under way per principal
 	waiters map[string][]*keptWaiter
 
@@ -75,11 +76,13 @@ const resetWait = 100 * time.Millisecond
 
 // busyWait bounds how long a call whose principal holds
 // pool.max_per_principal sandboxes, all serving calls, waits for one
-// before it runs in a fresh sandbox (which is not kept).
-const busyWait = 250 * time.Millisecond
+// before it runs in a fresh sandbox (which is not kept): long enough for
+// calls of a few hundred milliseconds to hand theirs over, short against
+// a long call.
+const busyWait = time.Second
 
 func newWarm(e *Executor) *warm {
-	return &warm{e: e, owned: map[string]int{}, resets: map[string]int{}, waiters: map[string][]*keptWaiter{}}
+	return &warm{e: e, owned: map[string]int{}, pending: map[string]int{}, resets: map[string]int{}, waiters: map[string][]*keptWaiter{}}
 }
 
 // limitsClass keys sandboxes that can serve each other's calls: the
@@ -97,31 +100,50 @@ func (e *Executor) reuses(req Request, pkgs string) bool {
 
 // take hands out an idle sandbox of owner's that fits a call of class
 // importing need (the one with fewest other modules, most recently used
-// first), or nil. With none idle it waits for one being reset (at most
-// resetWait), or, when owner holds max_per_principal sandboxes, for one
-// serving another call (at most busyWait). Expired ones met are removed.
-func (w *warm) take(ctx context.Context, owner, class string, need []string) *kept {
+// first). With none idle it waits for one being reset (at most
+// resetWait); then, while owner holds fewer than max_per_principal, it
+// reserves a place for the fresh sandbox the call starts (reserved true:
+// the caller calls adopt, or unreserve if it starts none). At the cap it
+// waits for one of owner's to come back: up to busyWait when all serve
+// calls, up to startupTimeout while some are still being created (a
+// fresh sandbox would only slow them down). nil: run in a fresh sandbox.
+func (w *warm) take(ctx context.Context, owner, class string, need []string) (k *kept, reserved bool) {
 	w.mu.Lock()
 	if k := w.pop(owner, class, need); k != nil {
 		w.mu.Unlock()
 		w.hits.Add(1)
-		return k
+		return k, false
 	}
-	wait := time.Duration(0)
-	switch {
-	case w.resets[owner] > 0:
-		wait = resetWait
-	case w.owned[owner] >= w.e.config().Pool.MaxPerPrincipal:
-		wait = busyWait
-	}
-	if wait == 0 {
+	if w.resets[owner] > 0 {
 		w.mu.Unlock()
-		return nil
+		if k := w.wait(ctx, owner, class, need, resetWait); k != nil {
+			return k, false
+		}
+		w.mu.Lock()
 	}
+	max := w.e.config().Pool.MaxPerPrincipal
+	if w.owned[owner] < max {
+		w.owned[owner]++
+		w.pending[owner]++
+		w.mu.Unlock()
+		return nil, true
+	}
+	wait := busyWait
+	if w.pending[owner] > 0 {
+		wait = startupTimeout
+	}
+	w.mu.Unlock()
+	return w.wait(ctx, owner, class, need, wait), false
+}
+
+// wait waits up to d for one of owner's sandboxes to come back from a
+// reset (offer hands it over), or nil.
+func (w *warm) wait(ctx context.Context, owner, class string, need []string, d time.Duration) *kept {
 	kw := &keptWaiter{class: class, need: need, ch: make(chan *kept, 1)}
+	w.mu.Lock()
 	w.waiters[owner] = append(w.waiters[owner], kw)
 	w.mu.Unlock()
-	t := time.NewTimer(wait)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case k := <-kw.ch:
@@ -142,6 +164,26 @@ func (w *warm) take(ctx context.Context, owner, class string, need []string) *ke
 		return k
 	default:
 		return nil
+	}
+}
+
+// unreserve gives back a place take reserved for a sandbox that was not
+// started.
+func (w *warm) unreserve(owner string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending[owner]--
+	w.release(owner)
+}
+
+// release ends one of owner's places. Called with w.mu held.
+func (w *warm) release(owner string) {
+	if w.pending[owner] <= 0 {
+		delete(w.pending, owner)
+	}
+	w.owned[owner]--
+	if w.owned[owner] <= 0 {
+		delete(w.owned, owner)
 	}
 }
 
@@ -197,21 +239,23 @@ func (w *warm) usable(k *kept, now time.Time) bool {
 // w.mu held; the removal runs in the background.
 func (w *warm) drop(k *kept, c *atomic.Int64) {
 	c.Add(1)
-	w.owned[k.owner]--
-	if w.owned[k.owner] <= 0 {
-		delete(w.owned, k.owner)
-	}
+	w.release(k.owner)
 	w.e.finish(k.sb)
 }
 
 // adopt makes sb, a fresh sandbox that served a call of owner, one of
-// owner's kept sandboxes, making room by removing owner's least recently
-// used idle one when owner holds max_per_principal; nil when there is no
-// room (all of owner's are serving calls): sb is not kept.
-func (w *warm) adopt(sb *sandbox, owner, class string) *kept {
+// owner's kept sandboxes: in the place take reserved, or else (the call
+// waited for one of owner's in vain) in the place of owner's least
+// recently used idle one; nil when there is none: sb is not kept.
+func (w *warm) adopt(sb *sandbox, owner, class string, reserved bool) *kept {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.owned[owner] >= w.e.config().Pool.MaxPerPrincipal {
+	if reserved {
+		w.pending[owner]--
+		if w.pending[owner] <= 0 {
+			delete(w.pending, owner)
+		}
+	} else {
 		i := slices.IndexFunc(w.idle, func(k *kept) bool { return k.owner == owner })
 		if i < 0 {
 			return nil
@@ -219,8 +263,8 @@ func (w *warm) adopt(sb *sandbox, owner, class string) *kept {
 		k := w.idle[i]
 		w.idle = slices.Delete(w.idle, i, i+1)
 		w.drop(k, &w.evicted)
+		w.owned[owner]++
 	}
-	w.owned[owner]++
 	now := time.Now()
 	return &kept{sb: sb, owner: owner, class: class, modules: sb.preloaded, born: now, used: now}
 }

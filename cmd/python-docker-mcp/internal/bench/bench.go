@@ -48,7 +48,7 @@ const (
 	scBurst      = "burst"      // bursts of transient print(1) issued at once
 )
 
-var allScenarios = []string{scCost, scTransient, scPandas, scPersistent, scDockerRun, scBurst, scThroughput, scMemory}
+var allScenarios = []string{scCost, scTransient, scPandas, scPersistent, scDockerRun, scBurst, scThroughput, scMemory, scReuseNever}
 
 // The code the bench runs. pandasCode's expected output is the sum of v for
 // k == 0: 0 + 10 + ... + 990.
@@ -313,6 +313,7 @@ type benchReport struct {
 	Floor       *floorBound        `json:"floor"`       // what the cost scenario's empty container allows
 	Bursts      []burstLevel       `json:"bursts"`      // per burst size
 	Runtimes    []runtimeRow       `json:"runtimes"`    // per OCI runtime (-runtimes)
+	ReuseNever  *reuseNever        `json:"reuse_never"` // the transient scenarios with pool.reuse never (-scenarios reuse-never)
 	Goals       []goal             `json:"goals"`       // the warm-pool issue's goals
 	Notes       []string           `json:"notes"`       // how things were measured
 	LeftBehind  int                `json:"left_behind"` // this run's containers still present after the server exited
@@ -530,8 +531,8 @@ func (b *bencher) run(ctx context.Context) (rep *benchReport, err error) {
 			return nil, err
 		}
 		defer func() {
-			left, cerr := b.stopServer()
-			rep.LeftBehind = left
+			left, cerr := b.stopServer() // a no-op when reuse-never stopped it
+			rep.LeftBehind += left
 			if err == nil && cerr != nil {
 				err = cerr
 			}
@@ -571,6 +572,16 @@ func (b *bencher) run(ctx context.Context) (rep *benchReport, err error) {
 	}
 	if b.opts.has(scMemory) {
 		if err := b.memoryScenario(ctx, rep); err != nil {
+			return rep, err
+		}
+	}
+	if b.opts.has(scReuseNever) && needServer {
+		left, err := b.stopServer()
+		rep.LeftBehind = left
+		if err != nil {
+			return rep, err
+		}
+		if err := b.reuseNeverScenario(ctx, rep); err != nil {
 			return rep, err
 		}
 	}
@@ -1077,7 +1088,7 @@ func goals(rep *benchReport) []goal {
 		}
 		return g
 	}
-	return []goal{
+	return append([]goal{
 		mk("spaced: execute-transient print(1) p50", "<= 10 ms", "ms", only(spaced, p50(rep, keyTransient)), func(v float64) bool { return v <= goalTransientP50MS }),
 		mk("spaced: docker run p50 / transient print(1) p50", ">= 20x", "x", only(spaced, ratio(p50(rep, keyDockerPrint), p50(rep, keyTransient))), func(v float64) bool { return v >= goalPrintRatio }),
 		mk("spaced: docker run p50 / transient pandas p50", ">= 50x", "x", only(spaced, ratio(p50(rep, keyDockerPd), p50(rep, keyPandas))), func(v float64) bool { return v >= goalPandasRatio }),
@@ -1087,7 +1098,7 @@ func goals(rep *benchReport) []goal {
 		mk("back to back: docker run p50 / transient pandas p50", ">= 5x", "x", only(!spaced, ratio(p50(rep, keyDockerPd), p50(rep, keyPandas))), func(v float64) bool { return v >= goalBackToBackRatio }),
 		mk("bursts of 8: p95 / docker run print(1) p50", "< 1x", "x", ratio(burstP95(rep, 8), p50(rep, keyDockerPrint)), func(v float64) bool { return v < 1 }),
 		mk("sustained calls/s / measured ceiling", ">= 0.7", "", ratio(sustained(rep), ceiling(rep)), func(v float64) bool { return v >= goalSustainedShare }),
-	}
+	}, reuseGoals(rep, mk)...)
 }
 
 func fmtMS(v float64) string {
@@ -1102,8 +1113,8 @@ func fmtMS(v float64) string {
 
 func printReport(w io.Writer, rep *benchReport) {
 	fmt.Fprintf(w, "python-docker-mcp bench  %s\n", rep.Started.Format(time.RFC3339))
-	fmt.Fprintf(w, "image %s, docker %s, %d CPUs, pool enabled=%v size=%d max_size=%d max_concurrent_creations=%d preload=%s\n",
-		rep.Image, rep.DockerVer, rep.CPUs, rep.Pool.Enabled, rep.Pool.Size, rep.Pool.MaxSize, rep.Pool.MaxConcurrentCreations, strings.Join(rep.Pool.Preload, ","))
+	fmt.Fprintf(w, "image %s, docker %s, %d CPUs, pool enabled=%v size=%d max_size=%d max_concurrent_creations=%d preload=%s reuse=%s max_per_principal=%d\n",
+		rep.Image, rep.DockerVer, rep.CPUs, rep.Pool.Enabled, rep.Pool.Size, rep.Pool.MaxSize, rep.Pool.MaxConcurrentCreations, strings.Join(rep.Pool.Preload, ","), rep.Pool.Reuse, rep.Pool.MaxPerPrincipal)
 	if rep.LoadStart != "" {
 		fmt.Fprintf(w, "load average (1 min) at start %s, at end %s\n", rep.LoadStart, rep.LoadEnd)
 	}
@@ -1143,6 +1154,7 @@ func printReport(w io.Writer, rep *benchReport) {
 	}
 
 	printCapacity(w, rep)
+	printReuseNever(w, rep)
 	printRuntimes(w, rep)
 
 	if len(rep.Throughput) > 0 {

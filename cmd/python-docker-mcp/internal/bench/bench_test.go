@@ -214,14 +214,18 @@ func TestGoals(t *testing.T) {
 	}
 	// Back to back (-interval 0): the spaced goals are not judged.
 	want := []verdict{{nil, nil}, {nil, nil}, {nil, nil}, {nil, nil},
-		{f(30), b(true)}, {f(1.25), b(false)}, {f(40), b(true)}, {f(0.83), b(true)}, {f(0.75), b(true)}}
+		{f(30), b(true)}, {f(1.25), b(false)}, {f(40), b(true)}, {f(0.83), b(true)}, {f(0.75), b(true)},
+		// kept sandboxes: ratio, pandas p50, bursts of 16 p95 and calls/s,
+		// 16 clients (not run), spaced p50 (not spaced)
+		{f(30), b(true)}, {f(30), b(false)}, {f(900), b(false)}, {f(0), b(false)}, {nil, nil}, {nil, nil}}
 	if diff := cmp.Diff(want, verdicts()); diff != "" {
 		t.Errorf("goals of a back-to-back run (-want +got):\n%s", diff)
 	}
 	// Spaced: the back-to-back goals are not judged.
 	rep.Options.IntervalMS = 1000
 	want = []verdict{{f(8), b(true)}, {f(30), b(true)}, {f(40), b(false)}, {nil, nil},
-		{nil, nil}, {nil, nil}, {nil, nil}, {f(0.83), b(true)}, {f(0.75), b(true)}}
+		{nil, nil}, {nil, nil}, {nil, nil}, {f(0.83), b(true)}, {f(0.75), b(true)},
+		{nil, nil}, {nil, nil}, {f(900), b(false)}, {f(0), b(false)}, {nil, nil}, {f(8), b(false)}}
 	if diff := cmp.Diff(want, verdicts()); diff != "" {
 		t.Errorf("goals of a spaced run (-want +got):\n%s", diff)
 	}
