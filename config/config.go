@@ -190,7 +190,8 @@ type Capabilities struct {
 // SocketFamilies are the values of policy.capabilities.socket_families.
 var SocketFamilies = []string{"unix", "inet", "inet6"}
 
-// Pool configures the warm pool of pre-started single-use sandboxes.
+// Pool configures the warm pool of pre-started sandboxes and the sandboxes
+// kept for their principal's next transient calls.
 type Pool struct {
 	Enabled bool `koanf:"enabled" json:"enabled"`
 	// Size is the floor: sandboxes kept ready when no calls come.

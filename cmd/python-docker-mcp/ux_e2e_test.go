@@ -92,7 +92,7 @@ func TestStdioWhatUsersSee(t *testing.T) {
 		res := c.call(t, "execute-transient", map[string]any{"code": "open('out.txt', 'w').write('x')\nopen('big.bin', 'wb').write(b'0' * (1 << 20))"})
 		sc := structured(t, res)
 		if got, _ := sc["discarded_files"].([]any); res.IsError || len(got) != 2 ||
-			!strings.Contains(text(res), "deleted with this single-use sandbox: ") {
+			!strings.Contains(text(res), "deleted when this call ended: ") {
 			t.Errorf("transient files: %q %v", text(res), sc)
 		}
 		returned, _ := sc["returned_files"].([]any)

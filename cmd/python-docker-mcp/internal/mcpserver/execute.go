@@ -61,7 +61,7 @@ type runOut struct {
 	Rich            []richOut          `json:"rich,omitempty" jsonschema:"Rich representations of what the code passed to display() and of its final expression, in the order of the content items after the figures: HTML as an embedded text/html resource, PNG as image content, SVG as an embedded image/svg+xml resource."`
 	RichDropped     []richDropped      `json:"rich_dropped,omitempty" jsonschema:"Rich representations left out of the result, with their size and the limit they break (or the error of the _repr_ method that failed); the text content says the same."`
 	Files           []string           `json:"files" jsonschema:"sandbox:// URIs of files the run created or changed (execute-persistent)."`
-	DiscardedFiles  []string           `json:"discarded_files,omitempty" jsonschema:"Files an execute-transient run wrote into /workspace: they were deleted with its sandbox."`
+	DiscardedFiles  []string           `json:"discarded_files,omitempty" jsonschema:"Files an execute-transient run wrote into /workspace: they were deleted when it ended."`
 	ReturnedFiles   []string           `json:"returned_files,omitempty" jsonschema:"sandbox-output:// URIs of the small discarded files, read before the sandbox went: embedded in the result and readable with resources/read for a while."`
 	DurationMS      float64            `json:"duration_ms"`
 	SessionID       string             `json:"session_id,omitempty" jsonschema:"The persistent session (execute-persistent)."`
@@ -703,7 +703,7 @@ func text(o runOut) string {
 		b.WriteString("file: " + f + "\n")
 	}
 	if len(o.DiscardedFiles) > 0 {
-		b.WriteString("files written to /workspace were deleted with this single-use sandbox: " + strings.Join(o.DiscardedFiles, ", ") + "\n")
+		b.WriteString("files written to /workspace were deleted when this call ended: " + strings.Join(o.DiscardedFiles, ", ") + "\n")
 		if len(o.ReturnedFiles) > 0 {
 			fmt.Fprintf(&b, "the %d small one(s) are embedded in this result and readable for a while at: %s\n", len(o.ReturnedFiles), strings.Join(o.ReturnedFiles, ", "))
 		}

@@ -147,11 +147,11 @@ type toolDef struct {
 // its handler.
 var toolDefs = []toolDef{
 	{
-		name: ToolExecuteTransient, title: "Run Python (fresh sandbox)", scope: scopeExecute,
+		name: ToolExecuteTransient, title: "Run Python (fresh interpreter)", scope: scopeExecute,
 		description: func(cfg config.Config) string {
-			return "Run Python code in a fresh, single-use sandbox (no network, read-only system, memory/CPU/time limits). " +
+			return "Run Python code in a fresh interpreter that sees nothing of earlier calls, in a sandbox (no network, read-only system, memory/CPU/time limits). " +
 				"Nothing persists between calls except the JSON `state` you pass in: its keys come back with their values after the run, plus the globals you name in `state_keys` ([\"*\"] for all), within limits.max_state_bytes (what does not fit is left out with a warning; the run's result stands). " +
-				"Use execute-persistent when you need variables, imports or files to live across calls; files written here are deleted with the sandbox. " +
+				"Use execute-persistent when you need variables, imports or files to live across calls; files written here are deleted when the call ends. " +
 				outputNote(cfg) + richNote(cfg)
 		},
 		schemas: func(cfg config.Config) (*jsonschema.Schema, *jsonschema.Schema) {

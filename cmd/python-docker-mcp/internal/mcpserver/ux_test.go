@@ -269,7 +269,7 @@ func TestTransientFilesAreSaidToVanish(t *testing.T) {
 		t.Fatalf("returned_files = %v", sc["returned_files"])
 	}
 	txt := textOf(res)
-	if !strings.Contains(txt, "deleted with this single-use sandbox: out.csv, big.bin, raw.dat") || !strings.Contains(txt, "2 small one(s) are embedded") ||
+	if !strings.Contains(txt, "deleted when this call ended: out.csv, big.bin, raw.dat") || !strings.Contains(txt, "2 small one(s) are embedded") ||
 		!strings.Contains(txt, "use execute-persistent and read-file") {
 		t.Errorf("text = %q", txt)
 	}
