@@ -237,12 +237,13 @@ func TestFakeSessionIdleExpiry(t *testing.T) {
 	}
 }
 
-// TestFakePoolSingleUse: with a warm pool every transient call still gets a
-// sandbox of its own (no reuse across calls), and the pool refills.
+// TestFakePoolSingleUse: with a warm pool and pool.reuse never every
+// transient call gets a sandbox of its own, and the pool refills.
 func TestFakePoolSingleUse(t *testing.T) {
 	e, fb := newFake(t, func(c *config.Config) {
 		c.Pool.Enabled = true
 		c.Pool.Size = 2
+		c.Pool.Reuse = config.ReuseNever
 	})
 	ctx := tctx(t, time.Minute)
 	idle := func() int {
@@ -688,5 +689,51 @@ func TestFakeRefillWaitsForTheAnswer(t *testing.T) {
 			eventually(t, "the refill starts once the call has answered", func() bool { n, _ := transients(before); return n > 0 })
 			eventually(t, "the pool refills", func() bool { return e.pool().idleCount() == tc.size })
 		})
+	}
+}
+
+// TestFakeReuseBounds: a principal's concurrent calls use at most
+// pool.max_per_principal kept sandboxes, the others wait for one; each
+// is reset between calls; another principal gets sandboxes of its own;
+// a place given up (a failed call's sandbox) goes to a waiting call.
+func TestFakeReuseBounds(t *testing.T) {
+	e, fb := newFake(t, func(c *config.Config) {
+		c.Pool.Enabled = true
+		c.Pool.Size = 1
+		c.Pool.MaxPerPrincipal = 2
+	})
+	ctx := tctx(t, time.Minute)
+	var wg sync.WaitGroup
+	for i := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code := "print " + strconv.Itoa(i)
+			if i == 5 {
+				code = "oom" // retires its sandbox: a waiting call gets the place
+			}
+			res, err := e.Transient(ctx, Request{Owner: "alice", Code: code})
+			if err != nil || (i != 5 && (res.Status != "ok" || res.Stdout != strconv.Itoa(i)+"\n")) {
+				t.Errorf("call %d: %+v, %v", i, res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	st := e.Stats().Reuse
+	if st.Hits < 8 || fb.Resets() < 8 {
+		t.Errorf("12 calls with 2 kept sandboxes: reuse stats %+v, %d resets; want at least 8 calls in kept sandboxes, each reset after", st, fb.Resets())
+	}
+	if st.Retired < 1 {
+		t.Errorf("reuse stats %+v: want the oom call's sandbox retired", st)
+	}
+	eventually(t, "alice's kept sandboxes are reset and idle", func() bool { return e.Stats().Reuse.Resets == 11 })
+	if n := e.Stats().Reuse.Idle; n < 1 || n > 2 {
+		t.Errorf("%d idle kept sandboxes after the calls, want 1 or 2 (pool.max_per_principal)", n)
+	}
+	if res, err := e.Transient(ctx, Request{Owner: "bob", Code: "print 1"}); err != nil || res.Status != "ok" {
+		t.Fatalf("bob: %+v, %v", res, err)
+	}
+	if e.Stats().Reuse.Hits != st.Hits {
+		t.Errorf("bob's call was served by one of alice's kept sandboxes: %+v", e.Stats().Reuse)
 	}
 }

@@ -154,6 +154,8 @@ func (e *Executor) Reload(cfg Config) error {
 		return fmt.Errorf("%s cannot change while the server runs: restart it", strings.Join(keys, ", "))
 	}
 	e.cfg.Store(&cfg)
+	// Kept sandboxes were made with the old settings: none serves again.
+	e.warm.flush()
 	oldLim, _ := resolveLimits(old.Docker, Limits{})
 	newLim, _ := resolveLimits(cfg.Docker, Limits{})
 	sameSandboxes := oldLim.Memory == newLim.Memory && oldLim.CPUs == newLim.CPUs && oldLim.Pids == newLim.Pids &&

@@ -40,6 +40,7 @@ type warm struct {
 	pending map[string]int // of those, places reserved for sandboxes being created
 	resets  map[string]int // resets under way per principal
 	waiters map[string][]*keptWaiter
+	gen     int // flush's count: a kept sandbox of an older one is not reused
 
 	hits    atomic.Int64 // calls served by a kept sandbox
 	resetOK atomic.Int64 // resets that passed every check
@@ -57,6 +58,7 @@ type kept struct {
 	born    time.Time
 	calls   int
 	used    time.Time
+	gen     int // warm.gen when it was adopted
 }
 
 // keptWaiter is a call waiting for one of its principal's sandboxes.
@@ -108,62 +110,101 @@ func (e *Executor) reuses(req Request, pkgs string) bool {
 // calls, up to startupTimeout while some are still being created (a
 // fresh sandbox would only slow them down). nil: run in a fresh sandbox.
 func (w *warm) take(ctx context.Context, owner, class string, need []string) (k *kept, reserved bool) {
-	w.mu.Lock()
-	if k := w.pop(owner, class, need); k != nil {
-		w.mu.Unlock()
-		w.hits.Add(1)
-		return k, false
-	}
-	if w.resets[owner] > 0 {
-		w.mu.Unlock()
-		if k := w.wait(ctx, owner, class, need, resetWait); k != nil {
+	triedReset := false
+	var until time.Time // the end of the wait at the cap, once begun
+	for {
+		w.mu.Lock()
+		if k := w.pop(owner, class, need); k != nil {
+			w.mu.Unlock()
+			w.hits.Add(1)
 			return k, false
 		}
-		w.mu.Lock()
-	}
-	max := w.e.config().Pool.MaxPerPrincipal
-	if w.owned[owner] < max {
-		w.owned[owner]++
-		w.pending[owner]++
+		if w.resets[owner] > 0 && !triedReset {
+			triedReset = true
+			kw := w.enqueue(owner, class, need)
+			w.mu.Unlock()
+			if k, _ := w.wait(ctx, owner, kw, resetWait); k != nil {
+				return k, false
+			}
+			continue
+		}
+		if w.owned[owner] < w.e.config().Pool.MaxPerPrincipal {
+			w.owned[owner]++
+			w.pending[owner]++
+			w.mu.Unlock()
+			return nil, true
+		}
+		if until.IsZero() {
+			d := busyWait
+			if w.pending[owner] > 0 {
+				d = startupTimeout
+			}
+			until = time.Now().Add(d)
+		}
+		d := time.Until(until)
+		if d <= 0 {
+			w.mu.Unlock()
+			return nil, false
+		}
+		kw := w.enqueue(owner, class, need)
 		w.mu.Unlock()
-		return nil, true
+		k, freed := w.wait(ctx, owner, kw, d)
+		if k != nil {
+			return k, false
+		}
+		if !freed {
+			return nil, false
+		}
+		// One of owner's places was given up: take it.
 	}
-	wait := busyWait
-	if w.pending[owner] > 0 {
-		wait = startupTimeout
-	}
-	w.mu.Unlock()
-	return w.wait(ctx, owner, class, need, wait), false
+}
+
+// enqueue adds a waiting call of owner's; called with w.mu held, in the
+// same hold as the look for an idle sandbox that found none, so that no
+// sandbox offered in between is missed.
+func (w *warm) enqueue(owner, class string, need []string) *keptWaiter {
+	kw := &keptWaiter{class: class, need: need, ch: make(chan *kept, 1)}
+	w.waiters[owner] = append(w.waiters[owner], kw)
+	return kw
 }
 
 // wait waits up to d for one of owner's sandboxes to come back from a
-// reset (offer hands it over), or nil.
-func (w *warm) wait(ctx context.Context, owner, class string, need []string, d time.Duration) *kept {
-	kw := &keptWaiter{class: class, need: need, ch: make(chan *kept, 1)}
-	w.mu.Lock()
-	w.waiters[owner] = append(w.waiters[owner], kw)
-	w.mu.Unlock()
+// reset (offer hands it over: k), or for one of owner's places to be
+// given up (freed), or gives up (neither). kw is enqueued.
+func (w *warm) wait(ctx context.Context, owner string, kw *keptWaiter, d time.Duration) (k *kept, freed bool) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case k := <-kw.ch:
-		w.hits.Add(1)
-		return k
+		return w.got(k)
 	case <-t.C:
 	case <-ctx.Done():
 	}
 	w.mu.Lock()
-	w.waiters[owner] = slices.DeleteFunc(w.waiters[owner], func(x *keptWaiter) bool { return x == kw })
-	if len(w.waiters[owner]) == 0 {
-		delete(w.waiters, owner)
-	}
+	w.dropWaiter(owner, kw)
 	w.mu.Unlock()
 	select {
 	case k := <-kw.ch: // handed over just before it gave up
-		w.hits.Add(1)
-		return k
+		return w.got(k)
 	default:
-		return nil
+		return nil, false
+	}
+}
+
+// got is what a waiter received: a sandbox, or nil for a freed place.
+func (w *warm) got(k *kept) (*kept, bool) {
+	if k == nil {
+		return nil, true
+	}
+	w.hits.Add(1)
+	return k, false
+}
+
+// dropWaiter removes kw from owner's waiters. Called with w.mu held.
+func (w *warm) dropWaiter(owner string, kw *keptWaiter) {
+	w.waiters[owner] = slices.DeleteFunc(w.waiters[owner], func(x *keptWaiter) bool { return x == kw })
+	if len(w.waiters[owner]) == 0 {
+		delete(w.waiters, owner)
 	}
 }
 
@@ -176,7 +217,8 @@ func (w *warm) unreserve(owner string) {
 	w.release(owner)
 }
 
-// release ends one of owner's places. Called with w.mu held.
+// release ends one of owner's places and tells owner's first waiting
+// call, which may take it. Called with w.mu held.
 func (w *warm) release(owner string) {
 	if w.pending[owner] <= 0 {
 		delete(w.pending, owner)
@@ -184,6 +226,11 @@ func (w *warm) release(owner string) {
 	w.owned[owner]--
 	if w.owned[owner] <= 0 {
 		delete(w.owned, owner)
+	}
+	if ws := w.waiters[owner]; len(ws) > 0 {
+		first := ws[0] // dropWaiter shifts ws
+		w.dropWaiter(owner, first)
+		first.ch <- nil
 	}
 }
 
@@ -232,15 +279,16 @@ func coversAll(modules, need []string) bool {
 // usable says a kept sandbox may serve another call.
 func (w *warm) usable(k *kept, now time.Time) bool {
 	p := w.e.config().Pool
-	return k.sb.alive() && k.calls < p.ReuseMaxCalls && now.Sub(k.born) < p.ReuseMaxAge.D()
+	return k.gen == w.gen && k.sb.alive() && k.calls < p.ReuseMaxCalls && now.Sub(k.born) < p.ReuseMaxAge.D()
 }
 
 // drop removes a kept sandbox for good, counting it in c. Called with
-// w.mu held; the removal runs in the background.
+// w.mu held; the removal runs in the background (Close removes what it
+// has not reached).
 func (w *warm) drop(k *kept, c *atomic.Int64) {
 	c.Add(1)
 	w.release(k.owner)
-	w.e.finish(k.sb)
+	go w.e.finish(k.sb) // not under w.mu: it writes to the sandbox's stdin
 }
 
 // adopt makes sb, a fresh sandbox that served a call of owner, one of
@@ -266,7 +314,7 @@ func (w *warm) adopt(sb *sandbox, owner, class string, reserved bool) *kept {
 		w.owned[owner]++
 	}
 	now := time.Now()
-	return &kept{sb: sb, owner: owner, class: class, modules: sb.preloaded, born: now, used: now}
+	return &kept{sb: sb, owner: owner, class: class, modules: sb.preloaded, born: now, used: now, gen: w.gen}
 }
 
 // giveBack ends a call that ran in k: the sandbox is retired when the
@@ -283,19 +331,12 @@ func (w *warm) giveBack(k *kept, res *Result, arm *guard) {
 			retire = true
 		}
 	}
-	if retire || !w.usable(k, k.used) {
-		w.mu.Lock()
-		w.drop(k, &w.retired)
-		w.mu.Unlock()
-		return
-	}
-	if !w.e.bgAdd() {
-		w.mu.Lock()
-		w.drop(k, &w.retired)
-		w.mu.Unlock()
-		return
-	}
 	w.mu.Lock()
+	if retire || !w.usable(k, k.used) || !w.e.bgAdd() {
+		w.drop(k, &w.retired)
+		w.mu.Unlock()
+		return
+	}
 	w.resets[k.owner]++
 	w.mu.Unlock()
 	go func() {
@@ -337,20 +378,16 @@ func (w *warm) reset(k *kept, arm *guard) bool {
 // the least recently used idle one past reuse_max_idle). Called with
 // w.mu held.
 func (w *warm) offer(k *kept) {
-	ws := w.waiters[k.owner]
-	for i, kw := range ws {
+	if p := w.e.config().Pool; !p.Enabled || p.Reuse != config.ReusePrincipal || !w.usable(k, time.Now()) || w.e.closing() {
+		w.drop(k, &w.retired) // reuse turned off, or settings reloaded, while it was reset
+		return
+	}
+	for _, kw := range w.waiters[k.owner] {
 		if kw.class == k.class && coversAll(k.modules, kw.need) {
-			w.waiters[k.owner] = slices.Delete(ws, i, i+1)
-			if len(w.waiters[k.owner]) == 0 {
-				delete(w.waiters, k.owner)
-			}
+			w.dropWaiter(k.owner, kw)
 			kw.ch <- k
 			return
 		}
-	}
-	if w.e.closing() {
-		w.drop(k, &w.retired)
-		return
 	}
 	w.idle = append(w.idle, k)
 	for len(w.idle) > w.e.config().Pool.ReuseMaxIdle {
@@ -374,6 +411,18 @@ func (w *warm) expire() {
 		}
 		return false
 	})
+}
+
+// flush removes every idle kept sandbox and keeps those serving calls
+// from being reused (a reload changed the settings they were made with).
+func (w *warm) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.gen++
+	for _, k := range w.idle {
+		w.drop(k, &w.retired)
+	}
+	w.idle = nil
 }
 
 // ReuseStats count what the kept sandboxes did (see warm).

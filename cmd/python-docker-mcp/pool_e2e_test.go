@@ -137,7 +137,8 @@ func TestHTTPPoolFrozenSandboxIsRetired(t *testing.T) {
 }
 
 // TestHTTPPoolIdleCap loads a server whose pool may hold 2 with 16 calls at
-// once: the warm sandboxes left afterwards never exceed pool.max_size.
+// once: the warm sandboxes left afterwards never exceed pool.max_size, and
+// those kept for the caller never exceed pool.max_per_principal.
 func TestHTTPPoolIdleCap(t *testing.T) {
 	cli := dockertest.RequireImage(t, config.Default().Docker.Image)
 	url, _, pid := startHTTPServer(t, cli, "--set", "pool.size=2", "--set", "pool.max_size=2", "--set", "quotas.sandboxes=16")
@@ -174,13 +175,19 @@ func TestHTTPPoolIdleCap(t *testing.T) {
 		}
 	}
 	// The calls' own sandboxes are removed in the background after their
-	// answer; once they are gone, what still runs is the pool.
+	// answer, but for those kept for the caller's next calls (at most
+	// pool.max_per_principal, 4); once the others are gone, what still
+	// runs is the pool and those.
+	const most = 2 + 4
 	n := idleTransient(t, cli, pid)
-	for deadline := time.Now().Add(30 * time.Second); n > 2 && time.Now().Before(deadline); n = idleTransient(t, cli, pid) {
+	for deadline := time.Now().Add(30 * time.Second); n > most && time.Now().Before(deadline); n = idleTransient(t, cli, pid) {
 		time.Sleep(200 * time.Millisecond)
 	}
-	if n > 2 {
-		t.Fatalf("%d running transient sandboxes with no call 45 s after the load, want at most pool.max_size 2", n)
+	if n > most {
+		t.Fatalf("%d running transient sandboxes with no call 45 s after the load, want at most pool.max_size 2 + pool.max_per_principal 4", n)
+	}
+	if k := value(scrape(t, murl), "python_docker_mcp_reuse_idle{}"); k > 4 {
+		t.Errorf("reuse_idle = %v after a 16-way load of one principal, want at most pool.max_per_principal 4", k)
 	}
 }
 

@@ -121,6 +121,7 @@ type box struct {
 	mu      sync.Mutex
 	state   backend.State
 	runs    int
+	resets  int           // reset requests served (a kept sandbox's)
 	end     chan struct{} // closed when the program ends
 	endOnce sync.Once
 }
@@ -146,6 +147,20 @@ func (b *Backend) MaxRuns() int {
 	for _, x := range all {
 		x.mu.Lock()
 		n = max(n, x.runs)
+		x.mu.Unlock()
+	}
+	return n
+}
+
+// Resets counts the reset requests the sandboxes served.
+func (b *Backend) Resets() int {
+	b.mu.Lock()
+	all := append([]*box(nil), b.all...)
+	b.mu.Unlock()
+	n := 0
+	for _, x := range all {
+		x.mu.Lock()
+		n += x.resets
 		x.mu.Unlock()
 	}
 	return n
@@ -493,6 +508,14 @@ func (x *box) run() {
 			for p, d := range files {
 				reply.Entries = append(reply.Entries, protocol.Entry{Path: p, Size: int64(len(d))})
 			}
+		case protocol.OpReset:
+			// As the runner's reset: nothing of the last call is left.
+			clear(globals)
+			clear(files)
+			x.mu.Lock()
+			x.resets++
+			x.mu.Unlock()
+			reply.Checked = []string{"fake: globals and files cleared"}
 		case protocol.OpInterrupt:
 			continue // nothing runs: nothing to interrupt
 		default:
