@@ -91,6 +91,11 @@ type Request struct {
 	// caller can send progress notifications. It is called on the calling
 	// goroutine and must not block.
 	Progress func(message string)
+	// Output, when set, receives the code's stdout and stderr while it
+	// runs: each call the next chunk of one stream (see Output). It is
+	// called on the calling goroutine and must not block. The Result
+	// holds the whole streams, capped, as without it.
+	Output func(Output)
 	// IdempotencyKey is the client's key for this call ("" = none). On a
 	// backend whose sessions are shared between servers (Kubernetes), a
 	// Persistent call into an existing session records it in the
@@ -100,6 +105,21 @@ type Request struct {
 	// the last keyed call of a session is remembered. Elsewhere unused
 	// (the server answers retries on the same process itself).
 	IdempotencyKey string
+}
+
+// Output is a chunk of a run's stdout or stderr, sent while it runs. A
+// stream's chunks come in order: each starts at or after the end of the
+// one before (Offset+Bytes); a later start means the bytes between were
+// not sent (the runner sends a stream at most every 50 ms, at most 64 KiB
+// a chunk, and skips what more came meanwhile). They are in the Result.
+type Output struct {
+	Stream string // "stdout" or "stderr"
+	// Offset is the stream offset of the chunk's first byte and Bytes its
+	// length, in bytes as the code wrote them.
+	Offset, Bytes int64
+	// Data is the chunk as text (invalid UTF-8 as U+FFFD); it ends on a
+	// character boundary unless bytes after it were skipped.
+	Data string
 }
 
 func (r Request) progress(msg string) {
@@ -719,9 +739,22 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 	if req.Language == "bash" {
 		frame.Language = "bash"
 	}
+	var output func(*protocol.Output) error
+	if req.Output != nil {
+		frame.Stream = true
+		ends := map[string]int64{}
+		output = func(o *protocol.Output) error {
+			if o.Offset < ends[o.Stream] {
+				return fmt.Errorf("an output frame of %s at offset %d, before the end of the last one (%d)", o.Stream, o.Offset, ends[o.Stream])
+			}
+			ends[o.Stream] = o.Offset + o.Bytes
+			req.Output(Output{Stream: o.Stream, Offset: o.Offset, Bytes: o.Bytes, Data: o.Data})
+			return nil
+		}
+	}
 	req.progress("running")
 	t0 := time.Now()
-	resp, fail, err := e.roundTrip(ctx, sb, frame, lim.Timeout+interruptGrace, !transient, c.runReplyLimit())
+	resp, fail, err := e.exchange(ctx, sb, frame, lim.Timeout+interruptGrace, !transient, c.runReplyLimit(), output)
 	if err != nil {
 		return nil, fmt.Errorf("run cancelled: %w", err)
 	}
