@@ -251,25 +251,11 @@ func policyPrincipal(p auth.Principal) policy.Principal {
 // this request (a no-op when the client asked for none). Safe to call from
 // several goroutines.
 func (s *Server) progressFunc(ctx context.Context, req mcp.CallToolRequest) func(string) {
-	var token mcp.ProgressToken
-	if req.Params.Meta != nil {
-		token = req.Params.Meta.ProgressToken
-	}
-	if token == nil {
+	p := s.progressOf(ctx, req)
+	if p == nil {
 		return func(string) {}
 	}
-	var mu sync.Mutex
-	n := 0
-	return func(msg string) {
-		mu.Lock()
-		defer mu.Unlock()
-		n++
-		if err := s.mcp.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
-			"progressToken": token, "progress": n, "message": msg,
-		}); err != nil {
-			s.d.Logger.Debug("progress notification not sent", "err", err)
-		}
-	}
+	return p.say
 }
 
 // byteProgress returns a function that sends notifications/progress in
