@@ -29,6 +29,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
@@ -96,6 +97,10 @@ type Request struct {
 	// called on the calling goroutine and must not block. The Result
 	// holds the whole streams, capped, as without it.
 	Output func(Output)
+	// MaxTimeout, when above docker.timeout, is the largest Limits.Timeout
+	// this call may ask for instead (an MCP task's: tasks.max_duration,
+	// which the policy judged); 0 means docker.timeout.
+	MaxTimeout time.Duration
 	// IdempotencyKey is the client's key for this call ("" = none). On a
 	// backend whose sessions are shared between servers (Kubernetes), a
 	// Persistent call into an existing session records it in the
@@ -550,7 +555,11 @@ func (e *Executor) prepare(req Request, transient bool) (Limits, error) {
 		return Limits{}, err
 	}
 	req.Limits.Runtime = rt
-	lim, err := resolveLimits(e.config().Docker, req.Limits)
+	d := e.config().Docker
+	if req.MaxTimeout > d.Timeout.D() {
+		d.Timeout = config.Duration(req.MaxTimeout) // a task's (MaxTimeout)
+	}
+	lim, err := resolveLimits(d, req.Limits)
 	if err != nil {
 		return Limits{}, err
 	}
