@@ -318,6 +318,10 @@ func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, tool, lan
 	if persistent {
 		in.Session = s.sessionInput(p.Sub, sessionID)
 	}
+	task := taskFrom(ctx)
+	if task != nil {
+		in.Task = &policy.Task{OwnerCount: task.others}
+	}
 	prog := s.progressOf(ctx, req)
 	progress := func(string) {}
 	if prog != nil {
@@ -383,6 +387,10 @@ func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, tool, lan
 		Runtime:        dec.Runtime,
 		Progress:       progress,
 		IdempotencyKey: idempotencyKeyFrom(ctx),
+	}
+	if task != nil {
+		// The policy let a task's time limit go up to tasks.max_duration.
+		ereq.MaxTimeout = s.d.Config().Tasks.MaxDuration.D()
 	}
 	// With a progress token, the streams go to the client while the code
 	// runs (live.go).

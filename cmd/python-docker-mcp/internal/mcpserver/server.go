@@ -102,6 +102,8 @@ type Server struct {
 	analyses *quota.Fair
 	// memo answers retried calls that carry _meta.idempotency_key.
 	memo *callMemo
+	// tasks are the calls run as MCP tasks (tasks.go).
+	tasks tasks
 
 	toolsMu  sync.Mutex
 	toolsCfg config.Config // the configuration the descriptions were built from
@@ -159,6 +161,8 @@ func New(d Deps) *Server {
 			"Use execute-transient for one-off code (carry variables with `state`), execute-persistent for a session whose variables and files persist. "+
 			"Code is checked by a static gate and a policy first; a refusal lists each violation with its line."),
 		server.WithToolCapabilities(true), // tools/list_changed when a reload changes the descriptions
+		// Answered by HandleTask (tasks.go), which the transports call.
+		server.WithTaskCapabilities(true, true, true),
 		server.WithResourceCapabilities(false, false),
 		server.WithLogging(),
 		server.WithRecovery(),
