@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -202,4 +204,110 @@ func TestTasksHTTP(t *testing.T) {
 		t.Errorf("tasks/result: %v, want ok with its output and the related task", res)
 	}
 	t.Logf("the task took %s, its result read after reconnecting", time.Since(t0).Round(time.Second))
+}
+
+// TestTasksModernHTTP: over protocol 2026-07-28 (no transport session at
+// all) a task is created, read and its result fetched by separate
+// requests, which may each come on a new connection; another subject's
+// requests do not find it.
+func TestTasksModernHTTP(t *testing.T) {
+	cli := dockertest.RequireImage(t, config.Default().Docker.Image)
+	pub, mint := testKeys(t)
+	url, _ := startHTTP(t, cli, "--set", "auth.mode=jwt", "--set", "auth.issuer=https://idp.test", "--set", "auth.public_key_path="+pub)
+	all := "python:execute python:sessions"
+	alice, bob := mint("alice", all), mint("bob", all)
+	s, body := postModern(t, url, alice, "tools/call", "execute-transient",
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{`+modernMeta+`,"name":"execute-transient","arguments":{"code":"import time\ntime.sleep(2)\nprint('finished')"},"task":{}}}`)
+	var created struct {
+		Result struct {
+			Task struct {
+				TaskID string `json:"taskId"`
+				Status string `json:"status"`
+			} `json:"task"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(body), &created); s != 200 || err != nil || created.Result.Task.Status != "working" {
+		t.Fatalf("tools/call with params.task: %d %s", s, body)
+	}
+	id := created.Result.Task.TaskID
+	req := func(method string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":%q,"params":{%s,"taskId":%q}}`, method, modernMeta, id)
+	}
+	if _, b := postModern(t, url, bob, "tasks/get", "", req("tasks/get")); !strings.Contains(b, "task not found") {
+		t.Errorf("bob's tasks/get: %s, want task not found", b)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	if _, b := postModern(t, url, alice, "tasks/result", "", req("tasks/result")); !strings.Contains(b, "finished") || !strings.Contains(b, `"io.modelcontextprotocol/related-task":{"taskId":"`+id+`"}`) {
+		t.Errorf("alice's tasks/result: %s, want the call's output and the related task", b)
+	}
+}
+
+// TestTasksStdio: over stdio a task's id comes at once, tasks/get shows
+// its output while it runs, tasks/result gives its result.
+func TestTasksStdio(t *testing.T) {
+	dockertest.RequireImage(t, config.Default().Docker.Image)
+	cmd := exec.Command(binary)
+	cmd.Env = serverEnv(t)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("server stderr:\n%s", stderr.String())
+		}
+	})
+	replies := make(chan map[string]any, 16)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 4<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil && m["id"] != nil {
+				replies <- m
+			}
+		}
+		close(replies)
+	}()
+	rpc := func(id int, method string, params any) map[string]any {
+		t.Helper()
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+		stdin.Write(append(b, '\n'))
+		select {
+		case m := <-replies:
+			if m["id"] != float64(id) {
+				t.Fatalf("%s: the reply to %v came, want %d: %v", method, m["id"], id, m)
+			}
+			return m
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("%s: no reply", method)
+		}
+		return nil
+	}
+	rpc(1, "initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "raw", "version": "1"}})
+	stdin.Write([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n"))
+	m := rpc(2, "tools/call", map[string]any{"name": "execute-transient", "task": map[string]any{},
+		"arguments": map[string]any{"code": "import time\nfor i in range(3):\n    print('step', i, flush=True)\n    time.sleep(1)\n"}})
+	id, _ := m["result"].(map[string]any)["task"].(map[string]any)["taskId"].(string)
+	if id == "" {
+		t.Fatalf("tools/call with params.task: %v", m)
+	}
+	seen := false
+	for i := 3; i < 40 && !seen; i++ {
+		got := rpc(i, "tasks/get", map[string]any{"taskId": id})["result"].(map[string]any)
+		seen = got["status"] == "working" && strings.Contains(fmt.Sprint(got["statusMessage"]), "step 0")
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !seen {
+		t.Errorf("tasks/get never showed the output so far while the task worked")
+	}
+	res := rpc(100, "tasks/result", map[string]any{"taskId": id})
+	if !strings.Contains(fmt.Sprint(res["result"]), "step 2") {
+		t.Errorf("tasks/result: %v, want the output", res)
+	}
 }
