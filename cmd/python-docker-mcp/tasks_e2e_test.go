@@ -217,7 +217,7 @@ func TestTasksModernHTTP(t *testing.T) {
 	all := "python:execute python:sessions"
 	alice, bob := mint("alice", all), mint("bob", all)
 	s, body := postModern(t, url, alice, "tools/call", "execute-transient",
-		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{`+modernMeta+`,"name":"execute-transient","arguments":{"code":"import time\ntime.sleep(2)\nprint('finished')"},"task":{}}}`)
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{`+modernMeta+`,"name":"execute-transient","arguments":{"code":"import time\ntime.sleep(15)\nprint('finished')"},"task":{}}}`)
 	var created struct {
 		Result struct {
 			Task struct {
@@ -237,7 +237,26 @@ func TestTasksModernHTTP(t *testing.T) {
 		t.Errorf("bob's tasks/get: %s, want task not found", b)
 	}
 	http.DefaultClient.CloseIdleConnections()
-	if _, b := postModern(t, url, alice, "tasks/result", "", req("tasks/result")); !strings.Contains(b, "finished") || !strings.Contains(b, `"io.modelcontextprotocol/related-task":{"taskId":"`+id+`"}`) {
+	result := make(chan string, 1)
+	go func() {
+		_, b := postModern(t, url, alice, "tasks/result", "", req("tasks/result"))
+		result <- b
+	}()
+	// While tasks/result waits for the task, alice's other requests are
+	// answered (it holds none of the principal's analysis slots).
+	time.Sleep(500 * time.Millisecond)
+	if _, b := postModern(t, url, alice, "tasks/list", "", fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"tasks/list","params":{%s}}`, modernMeta)); !strings.Contains(b, id) {
+		t.Errorf("alice's tasks/list: %s, want her task", b)
+	}
+	if _, b := postModern(t, url, alice, "tools/call", "execute-transient", `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{`+modernMeta+`,"name":"execute-transient","arguments":{"code":"print(6*7)"}}}`); !strings.Contains(b, "42") {
+		t.Errorf("alice's call while her tasks/result waits: %s", b)
+	}
+	select {
+	case b := <-result:
+		t.Fatalf("tasks/result answered before the task's 15 s were over (%.300s): nothing was shown", b)
+	default:
+	}
+	if b := <-result; !strings.Contains(b, "finished") || !strings.Contains(b, `"io.modelcontextprotocol/related-task":{"taskId":"`+id+`"}`) {
 		t.Errorf("alice's tasks/result: %s, want the call's output and the related task", b)
 	}
 }

@@ -176,6 +176,10 @@ func IsTaskRequest(message []byte) bool {
 // ends or ctx does. A task runs under a context of its own with ctx's
 // values (its principal), not ctx's end.
 func (s *Server) HandleTask(ctx context.Context, message []byte) []byte {
+	// No code is analysed here, and tasks/result may wait for an hour:
+	// the analysis slot the transport holds for the request goes back at
+	// once, as for the tools that analyse nothing (handOff).
+	s.analyses.Release(ctx)
 	var r taskRequest
 	if err := json.Unmarshal(message, &r); err != nil {
 		return rpcError(nil, mcp.PARSE_ERROR, "the message is not JSON: "+err.Error(), nil)
@@ -278,22 +282,6 @@ func (s *Server) startTask(ctx context.Context, r taskRequest, tool string, ttlM
 	}
 	cfg := s.d.Config()
 	p := s.principal(ctx)
-	ts := &s.tasks
-	ts.mu.Lock()
-	ts.expire(time.Now())
-	others := ts.running(p.Sub)
-	ts.mu.Unlock()
-	// The policy decides the bound (rules/tasks.rego); the call itself is
-	// judged when it runs.
-	if dec, err := s.d.Gate.Decide(ctx, policy.Input{Tool: tool, Principal: policyPrincipal(p), Task: &policy.Task{OwnerCount: others}}); err != nil {
-		return rpcError(r.ID, mcp.INTERNAL_ERROR, "policy: "+err.Error(), nil)
-	} else {
-		for _, v := range dec.Violations {
-			if strings.HasPrefix(v.Rule, "tasks.") {
-				return rpcError(r.ID, mcp.INVALID_REQUEST, v.Msg, map[string]any{"violations": []policy.Violation{v}})
-			}
-		}
-	}
 	ttl := cfg.Tasks.TTL.D()
 	if ttlMS != nil && *ttlMS >= 0 && time.Duration(*ttlMS)*time.Millisecond < ttl {
 		ttl = time.Duration(*ttlMS) * time.Millisecond
@@ -301,7 +289,36 @@ func (s *Server) startTask(ctx context.Context, r taskRequest, tool string, ttlM
 	var idb [16]byte
 	rand.Read(idb[:])
 	now := time.Now()
-	t := &task{id: hex.EncodeToString(idb[:]), owner: p.Sub, tool: tool, created: now, updated: now, ttl: ttl, status: taskWorking, done: make(chan struct{})}
+	t := &task{id: hex.EncodeToString(idb[:]), owner: p.Sub, tool: tool, created: now, updated: now, ttl: ttl, status: taskWorking, done: make(chan struct{}),
+		cancel: func() {}}
+	// Counted and entered at once, so that tasks created at the same time
+	// count each other; taken out again if the policy refuses it.
+	ts := &s.tasks
+	ts.mu.Lock()
+	ts.expire(now)
+	others := ts.running(p.Sub)
+	if ts.all == nil {
+		ts.all = map[string]*task{}
+	}
+	ts.all[t.id] = t
+	ts.mu.Unlock()
+	refuse := func(code int, msg string, data any) []byte {
+		ts.mu.Lock()
+		delete(ts.all, t.id)
+		ts.mu.Unlock()
+		return rpcError(r.ID, code, msg, data)
+	}
+	// The policy decides the bound (rules/tasks.rego); the call itself is
+	// judged when it runs.
+	dec, err := s.d.Gate.Decide(ctx, policy.Input{Tool: tool, Principal: policyPrincipal(p), Task: &policy.Task{OwnerCount: others}})
+	if err != nil {
+		return refuse(mcp.INTERNAL_ERROR, "policy: "+err.Error(), nil)
+	}
+	for _, v := range dec.Violations {
+		if strings.HasPrefix(v.Rule, "tasks.") {
+			return refuse(mcp.INVALID_REQUEST, v.Msg, map[string]any{"violations": []policy.Violation{v}})
+		}
+	}
 	// The call: the request without params.task, with the task's id as its
 	// progress token (its progress and output become the status message).
 	var params map[string]any
@@ -316,15 +333,14 @@ func (s *Server) startTask(ctx context.Context, r taskRequest, tool string, ttlM
 	call, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	t.cancel = cancel
 	sess := &taskSession{id: "task-" + t.id, ch: make(chan mcp.JSONRPCNotification, 64)}
 	runCtx = s.mcp.WithContext(runCtx, sess)
 	runCtx = context.WithValue(runCtx, taskCtxKey{}, &taskRun{others: others})
 	ts.mu.Lock()
-	if ts.all == nil {
-		ts.all = map[string]*task{}
+	t.cancel = cancel
+	if t.status == taskCancelled {
+		cancel() // cancelled before its call began
 	}
-	ts.all[t.id] = t
 	w := t.wire()
 	ts.mu.Unlock()
 
