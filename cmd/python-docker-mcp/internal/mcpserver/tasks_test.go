@@ -78,3 +78,27 @@ func TestTasksUnit(t *testing.T) {
 		t.Errorf("list-sessions as a task: %v, want refused", e)
 	}
 }
+
+// TestInstallAsTask: install-package runs as a task too; its result is the
+// install's, the policy having judged the package as for a plain call.
+func TestInstallAsTask(t *testing.T) {
+	cfg := config.Default()
+	inst := &countingInstaller{count: map[string]int{}}
+	exec := &scriptedExec{result: executor.Result{Status: "ok"}, ended: make(chan error, 1)}
+	srv := newServer(t, cfg, Deps{Exec: exec, Installer: inst, Image: slowImage{}})
+	res, e := taskCall(t, srv, "alice", "tools/call", map[string]any{"name": "install-package", "arguments": map[string]any{"package_name": "tabulate"}, "task": map[string]any{}})
+	if e != nil {
+		t.Fatalf("create: %v", e)
+	}
+	id := res["task"].(map[string]any)["taskId"].(string)
+	res, e = taskCall(t, srv, "alice", "tasks/result", map[string]any{"taskId": id})
+	if e != nil || res["isError"] == true || !strings.Contains(fmt.Sprint(res["content"]), "tabulate") {
+		t.Fatalf("tasks/result of install-package: %v %v", res, e)
+	}
+	inst.mu.Lock()
+	n := len(inst.reqs)
+	inst.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d installs reached the installer, want 1", n)
+	}
+}
