@@ -310,6 +310,12 @@ func TestTasksStdio(t *testing.T) {
 	}
 	rpc(1, "initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "raw", "version": "1"}})
 	stdin.Write([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n"))
+	// The tools that run as tasks say so (the go-sdk client's Tool has no
+	// field for it: read on the wire).
+	tools, _ := json.Marshal(rpc(50, "tools/list", map[string]any{}))
+	if n := strings.Count(string(tools), `"execution":{"taskSupport":"optional"}`); n != 3 {
+		t.Errorf("tools/list: %d tools with taskSupport optional, want 3 (the execute tools and install-package)", n)
+	}
 	m := rpc(2, "tools/call", map[string]any{"name": "execute-transient", "task": map[string]any{},
 		"arguments": map[string]any{"code": "import time\nfor i in range(3):\n    print('step', i, flush=True)\n    time.sleep(1)\n"}})
 	id, _ := m["result"].(map[string]any)["task"].(map[string]any)["taskId"].(string)
