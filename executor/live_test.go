@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -142,4 +143,26 @@ func TestFakeLiveOutputInvalid(t *testing.T) {
 		}
 	}
 	eventually(t, "the killed sandboxes are removed", func() bool { return fb.Live() == 0 })
+}
+
+// TestSharedSessionLiveOutput: on a backend whose sessions are shared
+// between servers (as Kubernetes replicas share them), a call's output
+// frames reach the replica that made the call, whichever it is: one
+// attached after the session started too.
+func TestSharedSessionLiveOutput(t *testing.T) {
+	es, _ := newReplicas(t, 2, nil)
+	ctx := tctx(t, time.Minute)
+	var first liveOutput
+	res, id, err := es[0].Persistent(ctx, "", Request{Owner: "alice", Code: "print zero", Output: first.add(t)})
+	if err != nil || res.Status != "ok" || first.text["stdout"] != "zero\n" {
+		t.Fatalf("start on replica 0: %v %+v, chunks %+v", err, res, first.chunks)
+	}
+	for i, e := range []*Executor{es[1], es[0], es[1]} {
+		var live liveOutput
+		want := fmt.Sprintf("call%d\n", i)
+		res, _, err := e.Persistent(ctx, id, Request{Owner: "alice", Code: "print " + strings.TrimSpace(want), Output: live.add(t)})
+		if err != nil || res.Status != "ok" || res.Stdout != want || live.text["stdout"] != want {
+			t.Errorf("call %d: %v %+v, chunks %+v; want %q live and in the result", i, err, res, live.chunks, want)
+		}
+	}
 }
