@@ -305,6 +305,8 @@ func (s *Server) startTask(ctx context.Context, r taskRequest, tool string, ttlM
 	refuse := func(code int, msg string, data any) []byte {
 		ts.mu.Lock()
 		delete(ts.all, t.id)
+		t.status, t.rpcErr = taskFailed, &taskRPCError{Code: code, Message: msg, Data: data}
+		close(t.done) // for a tasks/result that found it meanwhile
 		ts.mu.Unlock()
 		return rpcError(r.ID, code, msg, data)
 	}

@@ -102,3 +102,44 @@ func TestInstallAsTask(t *testing.T) {
 		t.Errorf("%d installs reached the installer, want 1", n)
 	}
 }
+
+// TestTaskLimitAndCancel: with tasks.max_per_principal 1, a second running
+// task is refused (another principal's is not counted); tasks/cancel ends
+// the first, its call's context is cancelled, and a new task may start.
+func TestTaskLimitAndCancel(t *testing.T) {
+	cfg := config.Default()
+	cfg.Tasks.MaxPerPrincipal = 1
+	exec := &scriptedExec{result: executor.Result{Status: "ok"}, block: true, ended: make(chan error, 4)}
+	srv := newServer(t, cfg, Deps{Exec: exec, Image: slowImage{}})
+	start := func(sub string) (string, map[string]any) {
+		res, e := taskCall(t, srv, sub, "tools/call", map[string]any{"name": "execute-transient", "arguments": map[string]any{"code": "1"}, "task": map[string]any{}})
+		if e != nil {
+			return "", e
+		}
+		return res["task"].(map[string]any)["taskId"].(string), nil
+	}
+	first, e := start("alice")
+	if e != nil {
+		t.Fatal(e)
+	}
+	if _, e := start("alice"); e == nil || !strings.Contains(fmt.Sprint(e["message"]), "tasks.max_per_principal is 1") {
+		t.Errorf("a second task: %v, want refused naming tasks.max_per_principal", e)
+	}
+	if _, e := start("bob"); e != nil {
+		t.Errorf("bob's first task: %v", e)
+	}
+	if res, e := taskCall(t, srv, "alice", "tasks/cancel", map[string]any{"taskId": first}); e != nil || res["status"] != "cancelled" {
+		t.Fatalf("tasks/cancel: %v %v", res, e)
+	}
+	select {
+	case err := <-exec.ended:
+		if err != context.Canceled {
+			t.Errorf("the call ended with %v, want context.Canceled", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the cancelled task's call did not end")
+	}
+	if _, e := start("alice"); e != nil {
+		t.Errorf("a task after the first was cancelled: %v", e)
+	}
+}
