@@ -36,6 +36,8 @@ type Config struct {
 	Policy   Policy   `koanf:"policy" json:"policy"`
 	Pool     Pool     `koanf:"pool" json:"pool"`
 	Sessions Sessions `koanf:"sessions" json:"sessions"`
+	// Tasks are calls run as MCP tasks (tools/call with params.task).
+	Tasks Tasks `koanf:"tasks" json:"tasks"`
 	// Languages other than Python the execute tools accept (off by default).
 	Languages Languages `koanf:"languages" json:"languages"`
 	Limits    Limits    `koanf:"limits" json:"limits"`
@@ -253,6 +255,19 @@ type Sessions struct {
 	MaxTotal    int      `koanf:"max_total" json:"max_total"`
 }
 
+// Tasks configures calls run as MCP tasks. The policy decides both bounds
+// (rules/tasks.rego, rules/limits.rego).
+type Tasks struct {
+	// MaxDuration is the longest time limit a task's call may ask for
+	// (its timeout argument), above docker.timeout if larger.
+	MaxDuration Duration `koanf:"max_duration" json:"max_duration"`
+	// MaxPerPrincipal caps the tasks one principal has running at once.
+	MaxPerPrincipal int `koanf:"max_per_principal" json:"max_per_principal"`
+	// TTL is how long a task and its result are kept after it ended (a
+	// client's smaller ttl wins).
+	TTL Duration `koanf:"ttl" json:"ttl"`
+}
+
 // Limits caps sizes of what flows through the server, in bytes, and the
 // size of one expression of the code, in tokens (see
 // analyze.Options.MaxExpressionTokens: it bounds what the static gate
@@ -451,6 +466,11 @@ func Default() Config {
 			MaxLifetime: Duration(4 * time.Hour),
 			MaxPerOwner: 5,
 			MaxTotal:    20,
+		},
+		Tasks: Tasks{
+			MaxDuration:     Duration(time.Hour),
+			MaxPerPrincipal: 4,
+			TTL:             Duration(time.Hour),
 		},
 		Limits: Limits{
 			MaxOutputBytes:      64 << 10,

@@ -667,6 +667,7 @@ func validate(c Config, source func(key string) string) Errors {
 		"pool.max_concurrent_creations": c.Pool.MaxConcurrentCreations,
 		"sessions.max_per_owner":        c.Sessions.MaxPerOwner,
 		"sessions.max_total":            c.Sessions.MaxTotal,
+		"tasks.max_per_principal":       c.Tasks.MaxPerPrincipal,
 		"limits.max_expression_tokens":  c.Limits.MaxExpressionTokens,
 		"quotas.sandboxes":              c.Quotas.Sandboxes,
 		"quotas.transport_sessions":     c.Quotas.TransportSessions,
@@ -701,6 +702,12 @@ func validate(c Config, source func(key string) string) Errors {
 	}
 	if c.Outputs.TTL.D() <= 0 {
 		bad("outputs.ttl", c.Outputs.TTL, "want a positive duration, e.g. 30m")
+	}
+	if c.Tasks.MaxDuration.D() <= 0 {
+		bad("tasks.max_duration", c.Tasks.MaxDuration, "want a positive duration, e.g. 1h")
+	}
+	if c.Tasks.TTL.D() <= 0 {
+		bad("tasks.ttl", c.Tasks.TTL, "want a positive duration, e.g. 1h")
 	}
 	oneOf("server.transport", c.Server.Transport, "stdio", "http")
 	if !strings.HasPrefix(c.Server.Path, "/") {

@@ -93,7 +93,11 @@ var Reloads = map[string]Reload{
 	"sessions.max_lifetime":  Live,
 	"sessions.max_per_owner": Live,
 	"sessions.max_total":     Live,
-	"languages.bash.enabled": Live,
+	// Read when a task is created (ttl) and when its call is judged.
+	"tasks.max_duration":      Live,
+	"tasks.max_per_principal": Live,
+	"tasks.ttl":               Live,
+	"languages.bash.enabled":  Live,
 	// Sizes of what flows through the server.
 	"limits.max_output_bytes":      Live,
 	"limits.max_state_bytes":       Live,

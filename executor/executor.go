@@ -29,6 +29,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
@@ -98,6 +99,15 @@ type Request struct {
 	// container, which is not kept); "" or config.ReusePrincipal follows
 	// pool.reuse. Persistent calls ignore it.
 	Reuse string
+	// Output, when set, receives the code's stdout and stderr while it
+	// runs: each call the next chunk of one stream (see Output). It is
+	// called on the calling goroutine and must not block. The Result
+	// holds the whole streams, capped, as without it.
+	Output func(Output)
+	// MaxTimeout, when above docker.timeout, is the largest Limits.Timeout
+	// this call may ask for instead (an MCP task's: tasks.max_duration,
+	// which the policy judged); 0 means docker.timeout.
+	MaxTimeout time.Duration
 	// IdempotencyKey is the client's key for this call ("" = none). On a
 	// backend whose sessions are shared between servers (Kubernetes), a
 	// Persistent call into an existing session records it in the
@@ -107,6 +117,21 @@ type Request struct {
 	// the last keyed call of a session is remembered. Elsewhere unused
 	// (the server answers retries on the same process itself).
 	IdempotencyKey string
+}
+
+// Output is a chunk of a run's stdout or stderr, sent while it runs. A
+// stream's chunks come in order: each starts at or after the end of the
+// one before (Offset+Bytes); a later start means the bytes between were
+// not sent (the runner sends a stream at most every 50 ms, at most 64 KiB
+// a chunk, and skips what more came meanwhile). They are in the Result.
+type Output struct {
+	Stream string // "stdout" or "stderr"
+	// Offset is the stream offset of the chunk's first byte and Bytes its
+	// length, in bytes as the code wrote them.
+	Offset, Bytes int64
+	// Data is the chunk as text (invalid UTF-8 as U+FFFD); it ends on a
+	// character boundary unless bytes after it were skipped.
+	Data string
 }
 
 func (r Request) progress(msg string) {
@@ -548,7 +573,11 @@ func (e *Executor) prepare(req Request, transient bool) (Limits, error) {
 		return Limits{}, err
 	}
 	req.Limits.Runtime = rt
-	lim, err := resolveLimits(e.config().Docker, req.Limits)
+	d := e.config().Docker
+	if req.MaxTimeout > d.Timeout.D() {
+		d.Timeout = config.Duration(req.MaxTimeout) // a task's (MaxTimeout)
+	}
+	lim, err := resolveLimits(d, req.Limits)
 	if err != nil {
 		return Limits{}, err
 	}
@@ -769,9 +798,22 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 	if req.Language == "bash" {
 		frame.Language = "bash"
 	}
+	var output func(*protocol.Output) error
+	if req.Output != nil {
+		frame.Stream = true
+		ends := map[string]int64{}
+		output = func(o *protocol.Output) error {
+			if o.Offset < ends[o.Stream] {
+				return fmt.Errorf("an output frame of %s at offset %d, before the end of the last one (%d)", o.Stream, o.Offset, ends[o.Stream])
+			}
+			ends[o.Stream] = o.Offset + o.Bytes
+			req.Output(Output{Stream: o.Stream, Offset: o.Offset, Bytes: o.Bytes, Data: o.Data})
+			return nil
+		}
+	}
 	req.progress("running")
 	t0 := time.Now()
-	resp, fail, err := e.roundTrip(ctx, sb, frame, lim.Timeout+interruptGrace, !transient, c.runReplyLimit())
+	resp, fail, err := e.exchange(ctx, sb, frame, lim.Timeout+interruptGrace, !transient, c.runReplyLimit(), output)
 	if err != nil {
 		return nil, fmt.Errorf("run cancelled: %w", err)
 	}

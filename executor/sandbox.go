@@ -465,6 +465,14 @@ const invalidReply = "the sandbox sent an invalid reply"
 // the request's id and a fresh random nonce, and decode; anything else
 // kills the sandbox with status killed and invalidReply.
 func (e *Executor) roundTrip(ctx context.Context, sb *sandbox, req protocol.Request, hard time.Duration, interrupt bool, limit int64) (*runnerResponse, *failure, error) {
+	return e.exchange(ctx, sb, req, hard, interrupt, limit, nil)
+}
+
+// exchange is roundTrip that also takes output frames (a run with Stream)
+// before the reply: each is handed to output, on the calling goroutine; an
+// error from output (a frame out of order) kills the sandbox as an invalid
+// reply. With output nil an output frame is an invalid reply.
+func (e *Executor) exchange(ctx context.Context, sb *sandbox, req protocol.Request, hard time.Duration, interrupt bool, limit int64, output func(*protocol.Output) error) (*runnerResponse, *failure, error) {
 	sb.nextID++
 	id := sb.nextID
 	nonce := randomHex(16)
@@ -503,6 +511,19 @@ func (e *Executor) roundTrip(ctx context.Context, sb *sandbox, req protocol.Requ
 			}
 			if sb.shared && !protocol.NonceIs(f.data, nonce) {
 				continue // the reply to another server's (or an earlier) request
+			}
+			if output != nil {
+				o, isOutput, err := protocol.DecodeOutput(f.data, id, nonce)
+				if err == nil && isOutput {
+					err = output(o)
+				}
+				if err != nil {
+					e.destroy(sb)
+					return nil, &failure{status: "killed", reason: invalidReply + ": " + err.Error()}, nil
+				}
+				if isOutput {
+					continue
+				}
 			}
 			resp, err := decodeReply(f.data, id, nonce)
 			if err != nil {

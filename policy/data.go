@@ -180,8 +180,10 @@ func configData(cfg config.Config) (map[string]any, Limits, error) {
 		"max_code_bytes":        int64(cfg.Limits.MaxCodeBytes),
 		"max_expression_tokens": cfg.Limits.MaxExpressionTokens,
 		"sessions":              map[string]any{"max_per_owner": cfg.Sessions.MaxPerOwner},
-		"quotas":                quotasData(configuredQuotas(cfg)),
-		"languages":             map[string]any{"bash": map[string]any{"enabled": cfg.Languages.Bash.Enabled}},
+		"tasks": map[string]any{"max_duration_seconds": cfg.Tasks.MaxDuration.D().Seconds(), "max_duration_text": cfg.Tasks.MaxDuration.String(),
+			"max_per_principal": cfg.Tasks.MaxPerPrincipal},
+		"quotas":    quotasData(configuredQuotas(cfg)),
+		"languages": map[string]any{"bash": map[string]any{"enabled": cfg.Languages.Bash.Enabled}},
 	}, max, nil
 }
 

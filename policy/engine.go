@@ -33,8 +33,11 @@ const QuotasQuery = "data.pydocker.quotas"
 // prepared once. It is immutable and safe for concurrent use; a new
 // configuration or new Rego means a new Engine (see Gate).
 type Engine struct {
-	query   rego.PreparedEvalQuery
-	max     Limits
+	query rego.PreparedEvalQuery
+	max   Limits
+	// taskMax is a task's longest time limit (tasks.max_duration), in
+	// seconds.
+	taskMax float64
 	policy  config.Policy
 	maxCode int // limits.max_code_bytes, for the static step
 	maxExpr int // limits.max_expression_tokens, for the static step
@@ -218,7 +221,7 @@ func LoadFS(ctx context.Context, cfg config.Config, fsys fs.FS) (*Engine, error)
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{query: pq, max: max, policy: cfg.Policy, maxCode: int(cfg.Limits.MaxCodeBytes),
+	e := &Engine{query: pq, max: max, taskMax: cfg.Tasks.MaxDuration.D().Seconds(), policy: cfg.Policy, maxCode: int(cfg.Limits.MaxCodeBytes),
 		maxExpr: cfg.Limits.MaxExpressionTokens, modules: names,
 		allowedModules: lists("allowed_modules"), blockedModules: blockedModules, blockedCalls: lists("blocked_calls"),
 		configured: derived.configured, runtimes: runtimes, runtimeKeys: runtimeKeys, quotasQuery: qq, quotas: configuredQuotas(cfg), quotaCache: map[string]Quotas{}}
@@ -262,6 +265,9 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 		return Decision{}, fmt.Errorf("evaluate policy: %w", err)
 	}
 	d.Limits = effective(in.LimitsRequested, e.max)
+	if t := in.LimitsRequested.Timeout; in.Task != nil && t > 0 && t <= max(e.taskMax, e.max.Timeout) {
+		d.Limits.Timeout = t // a task's time limit may go up to tasks.max_duration
+	}
 	d.Modules.Allowed = append([]string{}, e.allowedModules...)
 	d.Modules.Blocked = append([]string{}, e.blockedModules...)
 	d.Calls.Blocked = append([]string{}, e.blockedCalls...)

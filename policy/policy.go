@@ -49,6 +49,16 @@ type Input struct {
 	// Principal is who calls: the token's subject and scopes (empty over
 	// stdio without auth).
 	Principal Principal `json:"principal"`
+	// Task is set when the call runs as an MCP task (tools/call with
+	// params.task): its time limit may be up to tasks.max_duration.
+	Task *Task `json:"task,omitempty"`
+}
+
+// Task describes a call that runs as an MCP task.
+type Task struct {
+	// OwnerCount is how many tasks the principal has running now, this
+	// one not counted.
+	OwnerCount int `json:"owner_count"`
 }
 
 // Code describes the code of an execute call.

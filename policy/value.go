@@ -68,6 +68,9 @@ func (in Input) value() ast.Value {
 			item("packages", ast.IntNumberTerm(s.Packages)),
 		)))
 	}
+	if t := in.Task; t != nil {
+		items = append(items, item("task", ast.ObjectTerm(item("owner_count", ast.IntNumberTerm(t.OwnerCount)))))
+	}
 	items = append(items, item("limits_requested", limitsTerm(in.LimitsRequested)))
 	var scopes *ast.Term
 	if in.Principal.Scopes == nil {
@@ -89,7 +92,7 @@ var keyTerms = func() map[string]*ast.Term {
 	m := map[string]*ast.Term{}
 	for _, k := range []string{
 		"tool", "code", "language", "facts", "bytes", "lines", "package", "name", "specifier", "index", "resolved", "version", "required_by",
-		"session", "id", "owner", "exists", "owner_count", "packages", "limits_requested",
+		"session", "id", "owner", "exists", "owner_count", "packages", "limits_requested", "task",
 		"principal", "sub", "scopes", "timeout_seconds", "memory_bytes", "cpus", "pids",
 		"imports", "dynamic", "calls", "references", "module", "level", "from", "names",
 		"asname", "alias", "line", "col", "conditional", "kind", "arg", "constant",

@@ -8,6 +8,8 @@
 #   data.pydocker.config.limits maps each key of limits_requested
 #   (timeout_seconds, memory_bytes, cpus, pids) to {max, key, text}: the
 #   maximum, the config key it comes from and the maximum as written there.
+#   A call run as an MCP task (input.task) may ask for a time limit up to
+#   data.pydocker.config.tasks.max_duration_seconds (tasks.max_duration).
 package pydocker.rules.limits
 
 import data.pydocker.lib
@@ -15,10 +17,31 @@ import data.pydocker.lib
 deny contains v if {
 	some name, asked in input.limits_requested
 	l := data.pydocker.config.limits[name]
+	not task_timeout(name)
 	asked > l.max
 	v := lib.violation(
 		"limits.max",
 		sprintf("requested %s %v is above the maximum %s (%s); ask for at most %v", [name, asked, l.text, l.key, l.max]),
+		{},
+	)
+}
+
+# A task's time limit (input.task is set) may go up to tasks.max_duration,
+# when that is above docker.timeout.
+task_timeout(name) if {
+	name == "timeout_seconds"
+	input.task
+	data.pydocker.config.tasks.max_duration_seconds > data.pydocker.config.limits.timeout_seconds.max
+}
+
+deny contains v if {
+	asked := input.limits_requested.timeout_seconds
+	task_timeout("timeout_seconds")
+	t := data.pydocker.config.tasks
+	asked > t.max_duration_seconds
+	v := lib.violation(
+		"tasks.max_duration",
+		sprintf("requested timeout_seconds %v is above the maximum for a task %s (tasks.max_duration); ask for at most %v", [asked, t.max_duration_text, t.max_duration_seconds]),
 		{},
 	)
 }

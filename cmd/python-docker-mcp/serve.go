@@ -220,7 +220,8 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 		}}
 		out := &stdoutFilter{w: client}
 		cf := newCancelFilter(out)
-		err = stdio.Listen(ctx, cf.Reader(filterStdin(stdin, int64(cfg.Server.MaxBodyBytes), out, log)), cf)
+		in := stdioTasks(auth.WithPrincipal(ctx, local), srv, filterStdin(stdin, int64(cfg.Server.MaxBodyBytes), out, log), out)
+		err = stdio.Listen(ctx, cf.Reader(in), cf)
 	}
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 		log.Error("server stopped", "err", err)
@@ -263,7 +264,7 @@ func serveHTTP(ctx context.Context, cfg config.Config, srv *mcpserver.Server, se
 	mux := http.NewServeMux()
 	// The token is checked before the principal's turn (fairSlot), the
 	// body read only after it.
-	mcp := inflightBytes(sessions.ledger, sessions.quotas, sessions.Middleware(exactHTTPIDs(mcpHTTP)))
+	mcp := inflightBytes(sessions.ledger, sessions.quotas, sessions.Middleware(taskRequests(srv, exactHTTPIDs(mcpHTTP))))
 	mux.Handle(cfg.Server.Path, limitBody(int64(cfg.Server.MaxBodyBytes), a.Verify(fairSlot(newPace(analyses), analyses, a.Scopes(mcp)))))
 	if cfg.Server.MetricsAddr == "" {
 		mux.Handle("/metrics", m.Handler())

@@ -54,6 +54,14 @@ var goldenFrames = map[string]Request{
 		Modules:  ModuleRules{Allowed: []string{}, Blocked: []string{}},
 		Limits:   RunLimits{TimeoutMS: 5000, MaxOutputBytes: 1 << 20, MaxStateBytes: 1 << 20, MaxImageBytes: 4 << 20, MaxImages: 16, GraceMS: 1000},
 	},
+	"run_live": &Run{
+		Header:  Header{ID: 2, Nonce: "6c697665"},
+		Code:    "print('a')",
+		Imports: []Import{},
+		Modules: ModuleRules{Allowed: []string{}, Blocked: []string{}},
+		Limits:  RunLimits{TimeoutMS: 5000, MaxOutputBytes: 1 << 20, MaxStateBytes: 1 << 20, MaxImageBytes: 4 << 20, MaxImages: 16, GraceMS: 1000},
+		Stream:  true,
+	},
 	"preload":   &Preload{Header: Header{ID: 1, Nonce: "70"}, Modules: []string{"json"}, Arm: &goldenGuard, RunnerCode: true},
 	"parse":     &Parse{Header: Header{ID: 2, Nonce: "71"}, Code: "def f(:\n    pass\n"},
 	"read":      &Read{Header: Header{ID: 5, Nonce: "72"}, Path: "out/a.txt", MaxBytes: 1 << 20},
@@ -124,7 +132,7 @@ func TestGoldenReplies(t *testing.T) {
 // TestGoldenFrames: each request marshals to its golden file, byte for
 // byte once indented, and carries the op its type stands for.
 func TestGoldenFrames(t *testing.T) {
-	ops := map[string]string{"run": OpRun, "run_bash": OpRun, "preload": OpPreload, "parse": OpParse, "read": OpRead,
+	ops := map[string]string{"run": OpRun, "run_bash": OpRun, "run_live": OpRun, "preload": OpPreload, "parse": OpParse, "read": OpRead,
 		"read_part": OpRead, "write": OpWrite, "list": OpList, "interrupt": OpInterrupt, "exit": OpExit, "ping": OpPing, "reset": OpReset}
 	for name, req := range goldenFrames {
 		if got := req.Head().Op; got != ops[name] {
@@ -159,7 +167,75 @@ func TestGoldenFrames(t *testing.T) {
 		}
 	}
 	files, _ := filepath.Glob("testdata/*.json")
-	if !*update && len(files) != len(goldenFrames)+len(goldenReplies) {
-		t.Errorf("testdata holds %d frames, the tests build %d: a golden file without its struct", len(files), len(goldenFrames)+len(goldenReplies))
+	if n := len(goldenFrames) + len(goldenReplies) + len(sandboxFrames); !*update && len(files) != n {
+		t.Errorf("testdata holds %d frames, the tests build %d: a golden file without its struct", len(files), n)
+	}
+}
+
+// sandboxFrames are frames the runner sends, as testdata/<name>.json holds
+// them; the runner's tests check that its frames have these fields.
+var sandboxFrames = map[string]any{
+	"output": &Output{Op: OpOutput, ID: 2, Nonce: "6c697665", Stream: "stdout", Offset: 0, Bytes: 2, Data: "a\n"},
+}
+
+// TestGoldenSandboxFrames: each frame the runner sends marshals to its
+// golden file and decodes back to itself.
+func TestGoldenSandboxFrames(t *testing.T) {
+	for name, frame := range sandboxFrames {
+		data, err := json.MarshalIndent(frame, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		data = append(data, '\n')
+		path := filepath.Join("testdata", name+".json")
+		if *update {
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run go test ./executor/protocol -update to write it)", err)
+		}
+		if !bytes.Equal(data, want) {
+			t.Errorf("%s marshals to\n%s\nwant (%s)\n%s", name, data, path, want)
+		}
+	}
+	o, isOutput, err := DecodeOutput(mustRead(t, "testdata/output.json"), 2, "6c697665")
+	if err != nil || !isOutput || *o != *sandboxFrames["output"].(*Output) {
+		t.Errorf("DecodeOutput(output.json) = %+v, %v, %v; want the golden frame", o, isOutput, err)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// TestDecodeOutput: a reply is no output frame; an output frame of
+// another request, stream or with a bad length is an error.
+func TestDecodeOutput(t *testing.T) {
+	for _, tc := range []struct {
+		frame          string
+		output, failed bool
+	}{
+		{`{"id":2,"nonce":"n","status":"ok","stdout":"x"}`, false, false},
+		{`{"op":"output","id":2,"nonce":"n","stream":"stdout","offset":0,"bytes":1,"data":"x"}`, true, false},
+		{`{"op":"output","id":3,"nonce":"n","stream":"stdout","offset":0,"bytes":1,"data":"x"}`, true, true},
+		{`{"op":"output","id":2,"nonce":"m","stream":"stdout","offset":0,"bytes":1,"data":"x"}`, true, true},
+		{`{"op":"output","id":2,"nonce":"n","stream":"stdin","offset":0,"bytes":1,"data":"x"}`, true, true},
+		{`{"op":"output","id":2,"nonce":"n","stream":"stderr","offset":-1,"bytes":1,"data":"x"}`, true, true},
+		{`{"op":"output","id":2,"nonce":"n","stream":"stderr","offset":0,"bytes":1,"data":"xxxx"}`, true, true},
+		{`not json`, false, true},
+	} {
+		_, isOutput, err := DecodeOutput([]byte(tc.frame), 2, "n")
+		if isOutput != tc.output || (err != nil) != tc.failed {
+			t.Errorf("DecodeOutput(%s) = output %v, err %v; want output %v, failed %v", tc.frame, isOutput, err, tc.output, tc.failed)
+		}
 	}
 }

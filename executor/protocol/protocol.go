@@ -32,6 +32,7 @@ const (
 	OpPing      = "ping"      // answer at once (an attach stream's first request)
 	OpReset     = "reset"     // end a transient call's processes, restore the sandbox, check it (Reset)
 	OpReady     = "ready"     // the runner's first frame
+	OpOutput    = "output"    // output of a run with Stream, while it runs (Output)
 )
 
 // Statuses a Reply may carry.
@@ -83,6 +84,51 @@ func ReadFrame(r io.Reader, limit func() int64) ([]byte, error) {
 		return nil, err
 	}
 	return data, nil
+}
+
+// Output is a frame the runner sends while a Run with Stream set runs, any
+// number of times before its Reply, with the run's id and nonce: the next
+// bytes of one of the worker's streams. A stream's frames come in order;
+// each starts at or after the end of the one before (Offset+Bytes), and a
+// later start means the bytes between were skipped (the runner sends a
+// stream at most every 50 ms, at most 64 KiB a frame, and skips what more
+// came). The Reply holds the whole streams, capped, as without Stream.
+type Output struct {
+	Op     string `json:"op"`
+	ID     uint64 `json:"id"`
+	Nonce  string `json:"nonce"`
+	Stream string `json:"stream"` // "stdout" or "stderr"
+	// Offset is the stream offset of the chunk's first byte and Bytes the
+	// chunk's length in the stream, both in bytes as the code wrote them.
+	Offset int64 `json:"offset"`
+	Bytes  int64 `json:"bytes"`
+	// Data is the chunk as text: the bytes decoded as UTF-8, invalid ones
+	// as U+FFFD. A chunk ends on a character boundary unless it is the
+	// stream's last or bytes after it were skipped.
+	Data string `json:"data"`
+}
+
+// DecodeOutput decodes a frame as an Output of request id with nonce. A
+// frame whose op is not OpOutput gives (nil, false, nil): the reply. An
+// output frame for another request or with bad fields is an error, and
+// the sandbox is to be killed.
+func DecodeOutput(data []byte, id uint64, nonce string) (*Output, bool, error) {
+	var o Output
+	if err := json.Unmarshal(data, &o); err != nil {
+		return nil, false, fmt.Errorf("undecodable frame: %v", err)
+	}
+	if o.Op != OpOutput {
+		return nil, false, nil
+	}
+	switch {
+	case o.ID != id || o.Nonce != nonce:
+		return nil, true, fmt.Errorf("an output frame for request %d with the wrong nonce or id (want request %d)", o.ID, id)
+	case o.Stream != "stdout" && o.Stream != "stderr":
+		return nil, true, fmt.Errorf("an output frame of unknown stream %.40q", o.Stream)
+	case o.Offset < 0 || o.Bytes < 0 || int64(len(o.Data)) > 3*o.Bytes:
+		return nil, true, fmt.Errorf("an output frame with bad offset %d or length %d", o.Offset, o.Bytes)
+	}
+	return &o, true, nil
 }
 
 // Ready is the runner's first frame. Runner is "loaded" when the bootstrap

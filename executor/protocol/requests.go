@@ -50,6 +50,8 @@ type Run struct {
 	// returns ("*": all).
 	State     json.RawMessage `json:"state,omitempty"`
 	StateKeys []string        `json:"state_keys,omitempty"`
+	// Stream asks for Output frames while the code runs.
+	Stream bool `json:"stream,omitempty"`
 }
 
 // Head fills in OpRun.

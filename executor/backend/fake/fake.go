@@ -16,6 +16,12 @@
 //	oom            the sandbox is killed as by the OOM killer (streams
 //	               end, State says OOMKilled)
 //	exit N         the program ends with exit code N (streams end)
+//	output STREAM OFFSET TEXT
+//	               an output frame as it is, whatever the request (a
+//	               sandbox that sends them out of order or unasked)
+//
+// With a request's "stream", print and stderr also send their line as an
+// output frame at once (protocol.Output), as the runner does.
 //
 // Anything else is an error reply (type FakeError), so a test that sends
 // Python by mistake fails loudly. The fake is a test double of the runtime
@@ -421,6 +427,7 @@ type request struct {
 	Code   string `json:"code"`
 	Path   string `json:"path"`
 	Data   []byte `json:"data"`
+	Stream bool   `json:"stream"`
 	Limits struct {
 		TimeoutMS int64 `json:"timeout_ms"`
 	} `json:"limits"`
@@ -544,12 +551,27 @@ func (x *box) script(r request, reqs <-chan request, globals map[string]string, 
 			reply.Status, reply.Error = "error", &protocol.RunError{Type: typ, Message: msg, Line: n + 1}
 			return true
 		}
+		live := func(stream string, b *strings.Builder, text string) {
+			if r.Stream {
+				_ = protocol.WriteFrame(x.stdout, protocol.Output{Op: protocol.OpOutput, ID: r.ID, Nonce: r.Nonce, Stream: stream,
+					Offset: int64(b.Len()), Bytes: int64(len(text)), Data: text})
+			}
+			b.WriteString(text)
+		}
 		switch cmd {
 		case "":
 		case "print":
-			out.WriteString(arg + "\n")
+			live("stdout", &out, arg+"\n")
 		case "stderr":
-			errOut.WriteString(arg + "\n")
+			live("stderr", &errOut, arg+"\n")
+		case "output":
+			f := strings.SplitN(arg, " ", 3)
+			if len(f) != 3 {
+				return fail("FakeError", "output wants STREAM OFFSET TEXT: "+arg)
+			}
+			off, _ := strconv.ParseInt(f[1], 10, 64)
+			_ = protocol.WriteFrame(x.stdout, protocol.Output{Op: protocol.OpOutput, ID: r.ID, Nonce: r.Nonce, Stream: f[0],
+				Offset: off, Bytes: int64(len(f[2])), Data: f[2]})
 		case "set":
 			k, v, _ := strings.Cut(arg, " ")
 			globals[k] = v

@@ -247,6 +247,11 @@ class _Runner:
         before = _snapshot()
         oom_before = _cgroup_oom_kills()
         out, err = _Capture(max_out), _Capture(max_out)
+        # With "stream", output frames carry the streams while the code
+        # runs (live.py); the reply still holds them whole, capped.
+        live = {}
+        if req.get("stream"):
+            live = {w.out: _Live("stdout", req), w.err: _Live("stderr", req)}
         child = dict(req)
         child["cell"] = cell_name
         child["nonce"] = nonce = os.urandom(16).hex()
@@ -285,6 +290,10 @@ class _Runner:
                     fail = ("killed", "SandboxKilled", "the run was cancelled and did not stop within %gs; its interpreter was killed" % grace)
                 break
             wait = (kill_at if kill_at is not None else deadline) - now
+            for lv in live.values():
+                d = lv.due()
+                if d is not None:
+                    wait = min(wait, d)
             p = select.poll()
             p.register(_PROTO_IN, select.POLLIN)
             p.register(w.res, select.POLLIN)
@@ -311,10 +320,13 @@ class _Runner:
                     except OSError:
                         pending.clear()
                 elif fd == w.out or fd == w.err:
-                    if not self.drain(fd, out if fd == w.out else err):
+                    if not self.drain(fd, out if fd == w.out else err, live.get(fd)):
                         w.hung_up.add(fd)
                 elif fd == w.res:
                     reply, fail = _read_reply(reader)
+            for lv in live.values():
+                if lv.due() == 0.0:
+                    lv.flush()
             if reply is None and fail is None:
                 _reap(w)
                 if w.dead or reader.eof:
@@ -332,7 +344,9 @@ class _Runner:
 
         # Output written before the reply is in the pipes already.
         for fd, cap in ((w.out, out), (w.err, err)):
-            self.drain(fd, cap)
+            self.drain(fd, cap, live.get(fd))
+        for lv in live.values():
+            lv.flush(True)  # before the reply: the frames carry the streams in order
         resp = None
         if reply is not None:
             try:
@@ -422,8 +436,9 @@ class _Runner:
         # serve), while the server hands the sandbox to that call.
         return {"status": "ok", "checked": checked, "duration_ms": (time.perf_counter() - t0) * 1000}
 
-    def drain(self, fd, cap):
-        """Reads what is in fd now into cap; False once every writer is gone."""
+    def drain(self, fd, cap, lv=None):
+        """Reads what is in fd now into cap (and lv, a _Live: the run's
+        output frames); False once every writer is gone."""
         while True:
             try:
                 b = os.read(fd, 1 << 16)
@@ -434,3 +449,5 @@ class _Runner:
             if not b:
                 return False
             cap.add(b)
+            if lv is not None:
+                lv.add(b)

@@ -91,5 +91,106 @@ class TransientCallTest(unittest.TestCase):
         self.assertIsNone(self.runner.worker)  # no worker was forked for it
 
 
+class LiveOutputTest(unittest.TestCase):
+    """A run with "stream": output frames go out on the protocol stream
+    before the reply, each the next bytes of a stream at its offset."""
+
+    def setUp(self):
+        TransientCallTest.setUp(self)
+        self.out_r, self.out_w = os.pipe()
+        os.set_blocking(self.out_r, False)
+        self.R["_PROTO_OUT"] = self.out_w
+        self.frames = bytearray()
+
+    def tearDown(self):
+        TransientCallTest.tearDown(self)
+        os.close(self.out_r)
+        os.close(self.out_w)
+
+    def sent(self):
+        """The frames the runner sent so far, decoded."""
+        while True:
+            try:
+                b = os.read(self.out_r, 1 << 20)
+            except BlockingIOError:
+                break
+            if not b:
+                break
+            self.frames += b
+        out = []
+        while len(self.frames) >= 4:
+            n = int.from_bytes(self.frames[:4], "big")
+            if len(self.frames) < 4 + n:
+                break
+            out.append(json.loads(bytes(self.frames[4:4 + n])))
+            del self.frames[:4 + n]
+        return out
+
+    def live_call(self, code, modules=(), **change):
+        req = loader.golden("run_live")
+        req["imports"] = [{"module": m, "level": 0, "from": False, "line": 1} for m in modules]
+        req.update(change)
+        req["code"], req["transient"] = code, True
+        frames = []
+        # The pipe holds 64 KiB: a reader thread keeps it drained.
+        import threading
+        stop = threading.Event()
+
+        def read():
+            while not stop.is_set():
+                frames.extend(self.sent())
+                stop.wait(0.01)
+        t = threading.Thread(target=read)
+        t.start()
+        try:
+            resp = self.runner.run(req)
+        finally:
+            stop.set()
+            t.join()
+        frames.extend(self.sent())
+        return resp, frames
+
+    def test_frames_carry_the_streams_in_order(self):
+        golden = loader.golden("output")
+        code = ("import sys, time\n"
+                "for i in range(5):\n"
+                "    print('line', i, 'é' * 3, flush=True)\n"
+                "    print('err', i, file=sys.stderr, flush=True)\n"
+                "    time.sleep(0.06)\n")
+        resp, frames = self.live_call(code, ("sys", "time"))
+        self.assertEqual(resp["status"], "ok", resp)
+        got = {"stdout": "", "stderr": ""}
+        end = {"stdout": 0, "stderr": 0}
+        for f in frames:
+            self.assertEqual(set(f), set(golden), f)
+            self.assertEqual((f["op"], f["id"], f["nonce"]), ("output", golden["id"], golden["nonce"]))
+            self.assertEqual(f["offset"], end[f["stream"]], "frames of a stream are contiguous")
+            end[f["stream"]] += f["bytes"]
+            self.assertEqual(len(f["data"].encode()), f["bytes"])
+            got[f["stream"]] += f["data"]
+        self.assertEqual(got["stdout"], resp["stdout"])
+        self.assertEqual(got["stderr"], resp["stderr"])
+        self.assertGreater(len([f for f in frames if f["stream"] == "stdout"]), 1, "sent while running, not at the end only")
+
+    def test_without_stream_no_frames(self):
+        resp, frames = self.live_call("print('x')\n", stream=False)
+        self.assertEqual((resp["status"], resp["stdout"], frames), ("ok", "x\n", []))
+
+    def test_a_flood_is_skipped_not_buffered(self):
+        code = "import sys\nfor _ in range(400):\n    sys.stdout.write('x' * 65536)\n"
+        resp, frames = self.live_call(code, ("sys",), limits=dict(loader.golden("run_live")["limits"], max_output_bytes=1 << 16))
+        self.assertEqual(resp["status"], "ok", resp)
+        total = 400 * 65536
+        sent = sum(f["bytes"] for f in frames)
+        ends = [0]
+        for f in frames:
+            self.assertGreaterEqual(f["offset"], ends[-1], "offsets only grow")
+            ends.append(f["offset"] + f["bytes"])
+            self.assertLessEqual(f["bytes"], 64 << 10)
+        self.assertLessEqual(ends[-1], total)
+        print("\nflood: %d bytes written, %d frames carried %d bytes" % (total, len(frames), sent))
+        self.assertIn("bytes dropped", resp["stdout"])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -71,6 +71,7 @@ type runOut struct {
 	IdleCPUMS       float64            `json:"idle_cpu_ms,omitempty" jsonschema:"CPU time the session's processes used between the last call and this one (they are stopped between calls)."`
 	Violations      []policy.Violation `json:"violations"`
 	Warnings        []policy.Violation `json:"warnings"`
+	Live            *liveOut           `json:"live,omitempty" jsonschema:"With a progress token: how much of each stream the progress notifications carried while the code ran."`
 	Quota           *quota.Error       `json:"quota,omitempty" jsonschema:"The quota that refused the call (status quota_exceeded): its name, the caller's use, what it asked for, the bound and the config key that raises it."`
 
 	// The streams as shown, for the text content only.
@@ -343,7 +344,15 @@ func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, tool, lan
 	if persistent {
 		in.Session = s.sessionInput(p.Sub, sessionID)
 	}
-	progress := s.progressFunc(ctx, req)
+	task := taskFrom(ctx)
+	if task != nil {
+		in.Task = &policy.Task{OwnerCount: task.others}
+	}
+	prog := s.progressOf(ctx, req)
+	progress := func(string) {}
+	if prog != nil {
+		progress = prog.say
+	}
 	facts, dec, refusal := s.gate(ctx, tool, code, in, progress)
 	if refusal != nil {
 		for _, v := range dec.Violations {
@@ -406,11 +415,26 @@ func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, tool, lan
 		Progress:       progress,
 		IdempotencyKey: idempotencyKeyFrom(ctx),
 	}
+	if task != nil {
+		// The policy let a task's time limit go up to tasks.max_duration.
+		ereq.MaxTimeout = s.d.Config().Tasks.MaxDuration.D()
+	}
+	// With a progress token, the streams go to the client while the code
+	// runs (live.go).
+	var lv *live
+	if prog != nil {
+		lv = liveOf(prog)
+		ereq.Output = lv.Output
+	}
+	var liveSent *liveOut
 	var res *executor.Result
 	var err error
 	if persistent {
 		asked := sessionID
 		res, sessionID, err = s.d.Exec.Persistent(ctx, sessionID, ereq)
+		if lv != nil {
+			liveSent = lv.finish()
+		}
 		if asked == "" && sessionID != "" && ctx.Err() != nil {
 			// The call that created the session was cancelled (or its
 			// client went away): the reply that would tell its id is never
@@ -420,6 +444,9 @@ func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, tool, lan
 		}
 	} else {
 		res, err = s.d.Exec.Transient(ctx, ereq)
+		if lv != nil {
+			liveSent = lv.finish()
+		}
 	}
 	if err != nil {
 		return s.failure(tool, sessionID, err), nil
@@ -428,7 +455,12 @@ func (s *Server) execute(ctx context.Context, req mcp.CallToolRequest, tool, lan
 		res.SessionID = sessionID
 	}
 	s.logClient(ctx, mcp.LoggingLevelInfo, "run finished", map[string]any{"tool": tool, "status": res.Status, "duration_ms": res.DurationMS})
-	return s.render(p.Sub, res, dec, !persistent), nil
+	r := s.render(p.Sub, res, dec, !persistent)
+	if o, ok := r.StructuredContent.(runOut); ok && liveSent != nil {
+		o.Live = liveSent
+		r.StructuredContent = o
+	}
+	return r, nil
 }
 
 // quotaRefusal renders a call a quota refused: status quota_exceeded, the

@@ -102,6 +102,8 @@ type Server struct {
 	analyses *quota.Fair
 	// memo answers retried calls that carry _meta.idempotency_key.
 	memo *callMemo
+	// tasks are the calls run as MCP tasks (tasks.go).
+	tasks tasks
 
 	toolsMu  sync.Mutex
 	toolsCfg config.Config // the configuration the descriptions were built from
@@ -159,6 +161,8 @@ func New(d Deps) *Server {
 			"Use execute-transient for one-off code (carry variables with `state`), execute-persistent for a session whose variables and files persist. "+
 			"Code is checked by a static gate and a policy first; a refusal lists each violation with its line."),
 		server.WithToolCapabilities(true), // tools/list_changed when a reload changes the descriptions
+		// Answered by HandleTask (tasks.go), which the transports call.
+		server.WithTaskCapabilities(true, true, true),
 		server.WithResourceCapabilities(false, false),
 		server.WithLogging(),
 		server.WithRecovery(),
@@ -252,25 +256,11 @@ func policyPrincipal(p auth.Principal) policy.Principal {
 // this request (a no-op when the client asked for none). Safe to call from
 // several goroutines.
 func (s *Server) progressFunc(ctx context.Context, req mcp.CallToolRequest) func(string) {
-	var token mcp.ProgressToken
-	if req.Params.Meta != nil {
-		token = req.Params.Meta.ProgressToken
-	}
-	if token == nil {
+	p := s.progressOf(ctx, req)
+	if p == nil {
 		return func(string) {}
 	}
-	var mu sync.Mutex
-	n := 0
-	return func(msg string) {
-		mu.Lock()
-		defer mu.Unlock()
-		n++
-		if err := s.mcp.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
-			"progressToken": token, "progress": n, "message": msg,
-		}); err != nil {
-			s.d.Logger.Debug("progress notification not sent", "err", err)
-		}
-	}
+	return p.say
 }
 
 // byteProgress returns a function that sends notifications/progress in

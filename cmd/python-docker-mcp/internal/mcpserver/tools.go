@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -356,6 +357,9 @@ func Tools(cfg config.Config) []mcp.Tool {
 			RawInputSchema:  rawSchema(in),
 			RawOutputSchema: rawSchema(out),
 			Annotations:     annotations(d.title, d.readOnly, d.destructive, d.idempotent, false),
+		}
+		if slices.Contains(taskTools, d.name) {
+			tools[i].Execution = &mcp.ToolExecution{TaskSupport: mcp.TaskSupportOptional}
 		}
 	}
 	return tools
