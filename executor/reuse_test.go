@@ -26,8 +26,9 @@ func reuseExec(t *testing.T, edit func(*config.Config)) *Executor {
 }
 
 // sandboxID is Python printing an id of the container it runs in: its
-// root mount's line, which names the container's own overlay layer.
-const sandboxID = "import hashlib as _h\nprint(_h.sha1([l for l in open('/proc/self/mountinfo') if l.split()[4] == '/'][0].encode()).hexdigest()[:12], flush=True)\n"
+// root mount's line, which names the container's own overlay layer (under
+// runc; gVisor's mountinfo names none, so these tests run under runc).
+const sandboxID = "import hashlib as _h\nprint(_h.sha1(([l for l in open('/proc/self/mountinfo') if l.split()[4] == '/'][0] ).encode()).hexdigest()[:12], flush=True)\n"
 
 // host runs code for owner that prints the container's id on the first
 // line, and returns that and the rest of stdout.

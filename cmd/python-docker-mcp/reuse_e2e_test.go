@@ -13,9 +13,10 @@ import (
 )
 
 // sandboxIDCode prints, on its own first line, an id of the container the
-// code runs in: its root mount's line names the container's own overlay
-// layer (the hostname is "sandbox" in every one).
-const sandboxIDCode = "import hashlib as _h\nprint(_h.sha1([l for l in open('/proc/self/mountinfo') if l.split()[4] == '/'][0].encode()).hexdigest()[:12], flush=True)\ndel _h\n"
+// code runs in (the hostname is "sandbox" in every one): its root mount's
+// line names the container's own overlay layer (under runc; gVisor's
+// mountinfo names none).
+const sandboxIDCode = "import hashlib as _h\nprint(_h.sha1(([l for l in open('/proc/self/mountinfo') if l.split()[4] == '/'][0] ).encode()).hexdigest()[:12], flush=True)\ndel _h\n"
 
 // reuseArgs: every capability class, so that calls can leave processes,
 // sockets and System V objects behind.
