@@ -3,11 +3,20 @@ package executor
 import (
 	"context"
 	"errors"
+	"maps"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend/fake"
+	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
 
 // Pool routing and kept-sandbox bookkeeping on the fake backend. The
@@ -142,5 +151,89 @@ func TestFakeReuseRetiresAfterTimeout(t *testing.T) {
 				t.Errorf("reuse stats %+v: the call after the timeout ran in a kept sandbox", st)
 			}
 		})
+	}
+}
+
+// A call goes to the pooled sandbox warmed for what it imports: one that
+// imports nothing to the bare interpreter, a pandas call to the one with
+// numpy and pandas preloaded. Refills are held back, so the pool's
+// contents after each call say which sandbox it took.
+func TestFakePoolRoutesByImports(t *testing.T) {
+	fb := fake.New()
+	var held atomic.Bool
+	release := make(chan struct{})
+	defer close(release)
+	fb.CreateHook = func(backend.Spec) error {
+		if held.Load() {
+			<-release
+		}
+		return nil
+	}
+	e := newFakeOn(t, fb, func(c *config.Config) {
+		c.Pool = config.Pool{Enabled: true, Size: 2, MaxSize: 2, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 2,
+			Preload: []string{"numpy", "pandas"}, Reuse: config.ReuseNever}
+	})
+	idle := func() map[string]int {
+		e.pool().mu.Lock()
+		defer e.pool().mu.Unlock()
+		return maps.Clone(e.pool().idleByClass())
+	}
+	eventually(t, "the pool holds a bare and a pandas sandbox", func() bool {
+		return cmp.Equal(idle(), map[string]int{"": 1, "numpy,pandas": 1})
+	})
+	held.Store(true)
+	ctx := tctx(t, 20*time.Second)
+	for _, tc := range []struct {
+		name    string
+		imports []analyze.Import
+		left    map[string]int
+	}{
+		{"no imports", nil, map[string]int{"numpy,pandas": 1}},
+		{"pandas", []analyze.Import{{Module: "pandas", Alias: "pd", Line: 1}}, map[string]int{}},
+	} {
+		if res, err := e.Transient(ctx, Request{Code: "print 1", Imports: tc.imports}); err != nil || res.Status != "ok" {
+			t.Fatalf("call with %s: %+v, %v", tc.name, res, err)
+		}
+		if diff := cmp.Diff(tc.left, idle(), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("the pool after the call with %s (-want +got):\n%s", tc.name, diff)
+		}
+	}
+	if h := e.pool().hits.Load(); h != 2 {
+		t.Errorf("%d of 2 calls served from the pool", h)
+	}
+}
+
+// A burst larger than the pool is served in full, and the pool grows to
+// the burst's size, never past pool.max_size, so the next burst of that
+// size is served warm.
+func TestFakePoolGrowsWithBursts(t *testing.T) {
+	e, _ := newFake(t, func(c *config.Config) {
+		c.Pool = config.Pool{Enabled: true, Size: 1, MaxSize: 6, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 2, Reuse: config.ReuseNever}
+	})
+	eventually(t, "the pool fills", func() bool { return e.pool().idleCount() == 1 })
+	burst := func(n int) {
+		t.Helper()
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				want := strconv.Itoa(i) + "\n"
+				if res, err := e.Transient(tctx(t, time.Minute), Request{Code: "sleep 50\nprint " + strconv.Itoa(i)}); err != nil || res.Status != "ok" || res.Stdout != want {
+					t.Errorf("call %d of %d: %+v, %v", i, n, res, err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	burst(8)
+	eventually(t, "the pool grows to pool.max_size", func() bool { return e.pool().idleCount() == 6 })
+	before := e.pool().hits.Load()
+	burst(6)
+	if got := e.pool().hits.Load() - before; got != 6 {
+		t.Errorf("%d of a burst of 6 served from the grown pool, want 6", got)
+	}
+	if n := e.pool().idleCount(); n > 6 {
+		t.Errorf("the pool holds %d sandboxes, over pool.max_size 6", n)
 	}
 }
