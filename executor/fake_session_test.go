@@ -212,3 +212,49 @@ func TestFakeStateLostOnceAndImported(t *testing.T) {
 		t.Errorf("Imported after the restart = %v, want none", got)
 	}
 }
+
+// A session's package volume lives as long as the session: it goes when
+// the session is cleaned up or expires, on a backend with package volumes.
+func TestCapsSessionVolumeGoesWithTheSession(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ttl  time.Duration // sessions.idle_ttl, 0 = the default
+		end  func(t *testing.T, e *Executor, sid string)
+	}{
+		{"cleanup", 0, func(t *testing.T, e *Executor, sid string) {
+			if err := e.Cleanup(tctx(t, time.Minute), "alice", sid); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"expiry", 300 * time.Millisecond, func(t *testing.T, e *Executor, sid string) {
+			eventually(t, "the session expires", func() bool { return len(e.Sessions("alice")) == 0 })
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, fd := newFakeDocker(t, func(c *config.Config) {
+				if tc.ttl > 0 {
+					c.Sessions.IdleTTL = config.Duration(tc.ttl)
+				}
+			})
+			sid := fakeSession(t, e, "alice", "set x 1")
+			volumes := func() []string {
+				l, err := fd.Volumes(context.Background(), LabelSession)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var names []string
+				for _, v := range l {
+					if v.Labels[LabelSession] == sid {
+						names = append(names, v.Name)
+					}
+				}
+				return names
+			}
+			if got := volumes(); len(got) != 1 {
+				t.Fatalf("volumes of a new session: %v, want its package volume", got)
+			}
+			tc.end(t, e, sid)
+			eventually(t, "the session's package volume is removed", func() bool { return len(volumes()) == 0 })
+		})
+	}
+}
