@@ -1,0 +1,83 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend/fake"
+)
+
+// A backend that cannot be reached fails calls with ErrDockerUnavailable,
+// transient calls and new sessions alike, and once it is back calls run
+// again with nothing to restart. TestDockerGoesAwayAndComesBack holds the
+// same with the real daemon behind a proxy.
+func TestFakeBackendGoesAwayAndComesBack(t *testing.T) {
+	fb := fake.New()
+	var down atomic.Bool
+	fb.CreateHook = func(backend.Spec) error {
+		if down.Load() {
+			return fmt.Errorf("create sandbox: %w: connection refused", backend.ErrUnavailable)
+		}
+		return nil
+	}
+	e := newFakeOn(t, fb, nil)
+	ctx := tctx(t, time.Minute)
+	calls := map[string]func() error{
+		"transient": func() error { _, err := e.Transient(ctx, Request{Code: "print 1"}); return err },
+		"new session": func() error {
+			_, sid, err := e.Persistent(ctx, "", Request{Owner: "o", Code: "print 1"})
+			if err == nil {
+				err = e.Cleanup(ctx, "o", sid)
+			}
+			return err
+		},
+	}
+	for name, call := range calls {
+		if err := call(); err != nil {
+			t.Fatalf("%s with the backend up: %v", name, err)
+		}
+		down.Store(true)
+		if err := call(); !errors.Is(err, ErrDockerUnavailable) {
+			t.Errorf("%s while the backend is gone: %v, want ErrDockerUnavailable", name, err)
+		}
+		down.Store(false)
+		if err := call(); err != nil {
+			t.Errorf("%s after the backend came back: %v", name, err)
+		}
+	}
+}
+
+// A pooled sandbox that dies while idle (removed behind the executor's
+// back) is replaced, and no call is handed the dead one.
+func TestFakePoolReplacesLostSandbox(t *testing.T) {
+	e, fb := newFake(t, func(c *config.Config) {
+		c.Pool = config.Pool{Enabled: true, Size: 2, MaxSize: 2, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 1, Reuse: config.ReuseNever}
+	})
+	eventually(t, "the pool fills", func() bool { return e.pool().idleCount() == 2 })
+	e.pool().mu.Lock()
+	victim := e.pool().idle[0].sb.id
+	e.pool().mu.Unlock()
+	if err := fb.Remove(context.Background(), victim); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the lost sandbox is replaced", func() bool {
+		e.pool().mu.Lock()
+		defer e.pool().mu.Unlock()
+		ok := len(e.pool().idle) == 2
+		for _, it := range e.pool().idle {
+			ok = ok && it.sb.id != victim
+		}
+		return ok
+	})
+	for i := range 2 {
+		if res, err := e.Transient(tctx(t, time.Minute), Request{Code: "print 1"}); err != nil || res.Status != "ok" {
+			t.Errorf("call %d after the loss: %+v, %v", i, res, err)
+		}
+	}
+}
