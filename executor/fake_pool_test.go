@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -235,5 +236,23 @@ func TestFakePoolGrowsWithBursts(t *testing.T) {
 	}
 	if n := e.pool().idleCount(); n > 6 {
 		t.Errorf("the pool holds %d sandboxes, over pool.max_size 6", n)
+	}
+}
+
+// A session started from the pool has imported what the pool preloads:
+// Imported counts it (by top-level name), as a later install's restart
+// notice needs.
+func TestFakeImportedCountsThePoolsPreload(t *testing.T) {
+	e, _ := newFake(t, func(c *config.Config) {
+		c.Pool = config.Pool{Enabled: true, Size: 1, MaxSize: 1, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 1,
+			Preload: []string{"json.decoder"}, Reuse: config.ReuseNever}
+	})
+	eventually(t, "the session pool fills", func() bool { return e.spool().idleCount() == 1 })
+	sid := fakeSession(t, e, "alice", "set x 1")
+	if e.spool().hits.Load() != 1 {
+		t.Fatal("the session did not start from the pool")
+	}
+	if got := e.Imported("alice", sid, []string{"json", "csv"}); !slices.Equal(got, []string{"json"}) {
+		t.Errorf("Imported in a pooled session = %v, want [json] (preloaded)", got)
 	}
 }

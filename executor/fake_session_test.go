@@ -183,36 +183,6 @@ func TestFakeSessionFiles(t *testing.T) {
 	}
 }
 
-// A sandbox that dies under a session's call costs its state: that call
-// says so, the next runs in a fresh interpreter without saying it again,
-// and the session's imported modules are forgotten; another owner never
-// learns what a session imported.
-func TestFakeStateLostOnceAndImported(t *testing.T) {
-	e, _ := newFake(t, nil)
-	ctx := tctx(t, time.Minute)
-	res, sid, err := e.Persistent(ctx, "", Request{Owner: "alice", Code: "set x 1", Imports: []analyze.Import{{Module: "json", Line: 1}}})
-	if err != nil || res.Status != "ok" {
-		t.Fatalf("first call: %+v, %v", res, err)
-	}
-	if got := e.Imported("alice", sid, []string{"json", "csv"}); !slices.Equal(got, []string{"json"}) {
-		t.Errorf("Imported = %v, want [json]", got)
-	}
-	if got := e.Imported("bob", sid, []string{"json"}); len(got) != 0 {
-		t.Errorf("Imported for another owner = %v, want none", got)
-	}
-	res, _, err = e.Persistent(ctx, sid, Request{Owner: "alice", Code: "exit 1"})
-	if err != nil || res.Status != "killed" || !res.StateLost {
-		t.Fatalf("the call whose sandbox ended: %+v, %v; want killed with state_lost", res, err)
-	}
-	res, _, err = e.Persistent(ctx, sid, Request{Owner: "alice", Code: "get x"})
-	if err != nil || res.StateLost || res.Status != "error" || res.Error == nil || res.Error.Type != "NameError" {
-		t.Fatalf("the call after the loss: %+v, %v; want a NameError (a fresh interpreter), the loss not reported again", res, err)
-	}
-	if got := e.Imported("alice", sid, []string{"json"}); len(got) != 0 {
-		t.Errorf("Imported after the restart = %v, want none", got)
-	}
-}
-
 // A session's package volume lives as long as the session: it goes when
 // the session is cleaned up or expires, on a backend with package volumes.
 func TestCapsSessionVolumeGoesWithTheSession(t *testing.T) {
@@ -255,6 +225,67 @@ func TestCapsSessionVolumeGoesWithTheSession(t *testing.T) {
 			}
 			tc.end(t, e, sid)
 			eventually(t, "the session's package volume is removed", func() bool { return len(volumes()) == 0 })
+		})
+	}
+}
+
+// A session's sandbox that dies, during a run or between calls (removed
+// behind the executor's back), costs its state. Whatever notices it first
+// says so: a run that finds it dead (or ends with it) says state_lost
+// itself; a file tool that finds it dead starts a fresh sandbox, and the
+// next run says state_lost there. The loss is reported once, x is gone,
+// and the session's imported modules are forgotten; another owner never
+// learns what a session imported.
+func TestFakeStateLost(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		remove bool // the sandbox is removed between calls
+		notice func(ctx context.Context, e *Executor, sid string)
+		code   string // the first run after the loss
+		status string // its status
+	}{
+		{"during a run", false, nil, "exit 1", "killed"},
+		{"noticed by a run", true, nil, "get x", "killed"},
+		{"noticed by a file tool", true, func(ctx context.Context, e *Executor, sid string) {
+			// It fails or restarts the sandbox; either way the loss is
+			// the next run's to report.
+			_, _ = e.ListFiles(ctx, "alice", sid, "")
+		}, "get x", "error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, fb := newFake(t, nil)
+			ctx := tctx(t, time.Minute)
+			_, sid, err := e.Persistent(ctx, "", Request{Owner: "alice", Code: "set x 1", Imports: []analyze.Import{{Module: "json", Line: 1}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := e.Imported("alice", sid, []string{"json", "csv"}); !slices.Equal(got, []string{"json"}) {
+				t.Errorf("Imported = %v, want [json]", got)
+			}
+			if got := e.Imported("bob", sid, []string{"json"}); len(got) != 0 {
+				t.Errorf("Imported for another owner = %v, want none", got)
+			}
+			if tc.remove {
+				e.mu.Lock()
+				id := e.sessions[sid].sb.id
+				e.mu.Unlock()
+				if err := fb.Remove(ctx, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.notice != nil {
+				tc.notice(ctx, e, sid)
+			}
+			res, _, err := e.Persistent(ctx, sid, Request{Owner: "alice", Code: tc.code})
+			if err != nil || !res.StateLost || res.Status != tc.status {
+				t.Fatalf("first run after the loss: %+v, %v; want %s with state_lost", res, err, tc.status)
+			}
+			if got := e.Imported("alice", sid, []string{"json"}); len(got) != 0 {
+				t.Errorf("Imported after the loss = %v, want none", got)
+			}
+			if res, _, err := e.Persistent(ctx, sid, Request{Owner: "alice", Code: "get x"}); err != nil || res.StateLost || res.Error == nil || res.Error.Type != "NameError" {
+				t.Errorf("the run after: %+v, %v; want a NameError (x is gone) with the loss not reported again", res, err)
+			}
 		})
 	}
 }
