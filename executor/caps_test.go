@@ -203,6 +203,18 @@ func TestCapsTreeMadeByThePool(t *testing.T) {
 	})
 }
 
+// installsTabulate is an installer (fake.Docker.Installer) that resolves
+// and installs tabulate 0.9.0 with pip.
+func installsTabulate(ctx context.Context, job backend.InstallJob, out io.Writer) (int, error) {
+	if strings.Contains(strings.Join(job.Spec.Command, " "), "--dry-run") {
+		// The resolver's run: the plan, one line per package, and its count.
+		io.WriteString(out, "installer: pip\n"+resolvedPrefix+`{"name":"tabulate","version":"0.9.0","required_by":[]}`+"\n"+countPrefix+"1\n")
+		return 0, nil
+	}
+	io.WriteString(out, "installer: pip\nSuccessfully installed tabulate-0.9.0\n")
+	return 0, nil
+}
+
 // install-package runs the installer through backend.Packages: the job
 // mounts the session's package volume writable and the wheelhouse
 // read-only, the output decides the status, and the session's sandbox
@@ -214,15 +226,7 @@ func TestCapsInstallIntoSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fd.Installer = func(ctx context.Context, job backend.InstallJob, out io.Writer) (int, error) {
-		if strings.Contains(strings.Join(job.Spec.Command, " "), "--dry-run") {
-			// The resolver's run: the plan, one line per package, and its count.
-			io.WriteString(out, "installer: pip\n"+resolvedPrefix+`{"name":"tabulate","version":"0.9.0","required_by":[]}`+"\n"+countPrefix+"1\n")
-			return 0, nil
-		}
-		io.WriteString(out, "installer: pip\nSuccessfully installed tabulate-0.9.0\n")
-		return 0, nil
-	}
+	fd.Installer = installsTabulate
 	var progress []string
 	res, err := e.Install(ctx, InstallRequest{Owner: "alice", SessionID: sid, Name: "tabulate", Specifier: "==0.9.0",
 		Progress: func(m string) { progress = append(progress, m) }})

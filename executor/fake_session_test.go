@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
 
@@ -287,5 +288,54 @@ func TestFakeStateLost(t *testing.T) {
 				t.Errorf("the run after: %+v, %v; want a NameError (x is gone) with the loss not reported again", res, err)
 			}
 		})
+	}
+}
+
+// A package installed without a session is the owner's, for transient
+// calls: the owner's sandboxes mount the owner's package volume read-only,
+// another owner's do not, and Close removes the volume.
+func TestCapsInstallForTransientCalls(t *testing.T) {
+	e, fd := newFakeDocker(t, nil)
+	ctx := tctx(t, time.Minute)
+	fd.Installer = installsTabulate
+	var mu sync.Mutex
+	mounts := map[string][]string{} // owner -> volumes its sandboxes mounted
+	fd.CreateHook = func(spec backend.Spec) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, v := range spec.Volumes {
+			if v.ReadOnly && v.Path != "/usr" {
+				owner := spec.Annotations[LabelOwner]
+				mounts[owner] = append(mounts[owner], v.Name)
+			}
+		}
+		return nil
+	}
+	if ir, err := e.Install(ctx, InstallRequest{Owner: "alice", Name: "tabulate"}); err != nil || ir.Status != "ok" || len(ir.Packages) != 1 {
+		t.Fatalf("Install = %+v, %v", ir, err)
+	}
+	for _, owner := range []string{"alice", "bob"} {
+		if res, err := e.Transient(ctx, Request{Owner: owner, Code: "print 1", Imports: []analyze.Import{{Module: "tabulate", Line: 1}}}); err != nil || res.Status != "ok" {
+			t.Fatalf("%s's call: %+v, %v", owner, res, err)
+		}
+	}
+	jobs := fd.Jobs()
+	if len(jobs) == 0 {
+		t.Fatal("no installer job ran")
+	}
+	mu.Lock()
+	alice, bob := mounts["alice"], mounts["bob"]
+	mu.Unlock()
+	if len(alice) != 1 || len(bob) != 0 {
+		t.Fatalf("package volumes mounted read-only: alice's sandbox %v, bob's %v; want one for alice, none for bob", alice, bob)
+	}
+	if !slices.Contains(fd.VolumeNames(), alice[0]) {
+		t.Fatalf("alice's volume %s is not among the backend's %v", alice[0], fd.VolumeNames())
+	}
+	if err := e.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(fd.VolumeNames(), alice[0]) {
+		t.Errorf("alice's package volume %s is left after Close", alice[0])
 	}
 }
