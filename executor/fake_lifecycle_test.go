@@ -81,3 +81,57 @@ func TestFakePoolReplacesLostSandbox(t *testing.T) {
 		}
 	}
 }
+
+// A frozen pooled sandbox (one that answers nothing, as a paused
+// container) is never handed a call: it fails the ping and is removed, and
+// the call runs in the next pooled sandbox, or in a refill or a cold one
+// when every pooled one is frozen, instead of spending its time limit.
+func TestFakePoolRetiresFrozenSandbox(t *testing.T) {
+	e, fb := newFake(t, func(c *config.Config) {
+		c.Pool = config.Pool{Enabled: true, Size: 2, MaxSize: 2, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 1, Reuse: config.ReuseNever}
+	})
+	full := func() bool { return e.pool().idleCount() == 2 }
+	var frozen []string
+	freeze := func(all bool) {
+		t.Helper()
+		e.pool().mu.Lock()
+		var ids []string
+		for i, it := range e.pool().idle {
+			if all || i == pick(e.pool().idle, nil, "") {
+				ids = append(ids, it.sb.id)
+			}
+		}
+		e.pool().mu.Unlock()
+		for _, id := range ids {
+			if !fb.Freeze(id) {
+				t.Fatalf("freeze %s: no such sandbox", id)
+			}
+			frozen = append(frozen, id)
+		}
+	}
+	run := func() {
+		t.Helper()
+		res, err := e.Transient(tctx(t, time.Minute), Request{Code: "print 4", Limits: Limits{Timeout: 5 * time.Second}})
+		if err != nil || res.Status != "ok" || res.Stdout != "4\n" {
+			t.Fatalf("call: %+v, %v; want ok printing 4", res, err)
+		}
+	}
+	eventually(t, "the pool fills", full)
+	freeze(false) // the sandbox the call would get
+	hits := e.pool().hits.Load()
+	run()
+	if got := e.pool().hits.Load() - hits; got != 1 {
+		t.Errorf("%d calls served from the pool, want 1: the other pooled sandbox", got)
+	}
+	eventually(t, "the pool refills", full)
+	freeze(true)
+	run()
+	eventually(t, "the frozen sandboxes are removed", func() bool {
+		for _, id := range frozen {
+			if fb.Has(id) {
+				return false
+			}
+		}
+		return true
+	})
+}
