@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -134,4 +135,41 @@ func TestFakePoolRetiresFrozenSandbox(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// A request that asks for more than the operator's config is refused with
+// ErrLimitExceeded naming the config key, before any sandbox starts: for a
+// transient call and for a new session alike.
+func TestFakeLimitsAboveTheConfigRefusedBeforeAnySandbox(t *testing.T) {
+	e, fb := newFake(t, nil)
+	ctx := tctx(t, time.Minute)
+	calls := []struct {
+		name string
+		call func(Request) error
+	}{
+		{"transient", func(req Request) error { _, err := e.Transient(ctx, req); return err }},
+		{"new session", func(req Request) error { _, _, err := e.Persistent(ctx, "", req); return err }},
+	}
+	for _, tc := range []struct {
+		limits Limits
+		key    string
+	}{
+		{Limits{Memory: 1 << 40}, "docker.memory_limit"},
+		{Limits{CPUs: 1000}, "docker.cpu_limit"},
+		{Limits{Pids: 1 << 30}, "docker.pids_limit"},
+		{Limits{Timeout: 1000 * time.Hour}, "docker.timeout"},
+	} {
+		for _, c := range calls {
+			err := c.call(Request{Owner: "o", Code: "print 1", Limits: tc.limits})
+			if !errors.Is(err, ErrLimitExceeded) || !strings.Contains(err.Error(), tc.key) {
+				t.Errorf("%s asking %+v: %v, want ErrLimitExceeded naming %s", c.name, tc.limits, err, tc.key)
+			}
+		}
+	}
+	if n := fb.Creates(); n != 0 {
+		t.Errorf("%d sandboxes created for refused requests, want 0", n)
+	}
+	if got := e.Sessions("o"); len(got) != 0 {
+		t.Errorf("sessions after refused requests: %+v, want none", got)
+	}
 }
