@@ -256,3 +256,51 @@ func TestFakeImportedCountsThePoolsPreload(t *testing.T) {
 		t.Errorf("Imported in a pooled session = %v, want [json] (preloaded)", got)
 	}
 }
+
+// Kept sandboxes have a bounded life: one serves at most
+// pool.reuse_max_calls calls and lives at most pool.reuse_max_age, and
+// at most pool.reuse_max_idle of all principals wait idle.
+func TestFakeReuseBoundedLife(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		edit     func(*config.Pool)
+		owners   []string // one call each, in turn
+		maxRuns  int      // the most calls one sandbox served
+		maxIdle  int      // idle kept sandboxes after the calls
+		someHits bool     // some call ran in a kept sandbox
+	}{
+		{"reuse_max_calls", func(p *config.Pool) { p.ReuseMaxCalls = 3 },
+			[]string{"alice", "alice", "alice", "alice", "alice", "alice", "alice"}, 3, 1, true},
+		{"reuse_max_age", func(p *config.Pool) { p.ReuseMaxAge = config.Duration(time.Nanosecond) },
+			[]string{"alice", "alice", "alice"}, 1, 0, false},
+		{"reuse_max_idle", func(p *config.Pool) { p.ReuseMaxIdle = 1 },
+			[]string{"alice", "bob", "carol"}, 1, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fb := fake.New()
+			e := newFakeOn(t, fb, func(c *config.Config) {
+				c.Pool = config.Pool{Enabled: true, Size: 1, MaxSize: 1, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 1,
+					Reuse: config.ReusePrincipal, ReuseMaxCalls: 100, ReuseMaxAge: config.Duration(time.Hour), MaxPerPrincipal: 1, ReuseMaxIdle: 16}
+				tc.edit(&c.Pool)
+			})
+			ctx := tctx(t, time.Minute)
+			for i, owner := range tc.owners {
+				if res, err := e.Transient(ctx, Request{Owner: owner, Code: "print 1"}); err != nil || res.Status != "ok" {
+					t.Fatalf("call %d of %s: %+v, %v", i, owner, res, err)
+				}
+				// Each call's sandbox is reset for its principal, or removed,
+				// before the next call comes.
+				eventually(t, "the call's sandbox is reset or removed", func() bool {
+					st := e.Stats().Reuse
+					return st.Resets+st.ResetFailures+st.Retired+st.Evicted >= int64(i+1)
+				})
+			}
+			if n := fb.MaxRuns(); n != tc.maxRuns {
+				t.Errorf("a sandbox served %d calls at most, want %d", n, tc.maxRuns)
+			}
+			if st := e.Stats().Reuse; st.Idle > tc.maxIdle || (st.Hits > 0) != tc.someHits {
+				t.Errorf("reuse stats %+v: want at most %d idle, calls in kept sandboxes %v", st, tc.maxIdle, tc.someHits)
+			}
+		})
+	}
+}
