@@ -339,3 +339,25 @@ func TestCapsInstallForTransientCalls(t *testing.T) {
 		t.Errorf("alice's package volume %s is left after Close", alice[0])
 	}
 }
+
+// A call that runs longer than sessions.idle_ttl does not expire its
+// session: the idle clock starts when a call ends, and an expired session
+// is told apart from an unknown one only to its owner.
+func TestFakeSessionCallOutlivesIdleTTL(t *testing.T) {
+	e, _ := newFake(t, func(c *config.Config) { c.Sessions.IdleTTL = config.Duration(2 * time.Second) })
+	ctx := tctx(t, time.Minute)
+	sid := fakeSession(t, e, "alice", "set x 1")
+	if res, _, err := e.Persistent(ctx, sid, Request{Owner: "alice", Code: "sleep 3000\nget x"}); err != nil || res.Status != "ok" || res.Stdout != "1\n" {
+		t.Fatalf("a call longer than the idle TTL: %+v, %v; want ok with x == 1", res, err)
+	}
+	if res, _, err := e.Persistent(ctx, sid, Request{Owner: "alice", Code: "get x"}); err != nil || res.Stdout != "1\n" {
+		t.Errorf("the call right after: %+v, %v; want the session alive with x == 1", res, err)
+	}
+	eventually(t, "the idle session expires", func() bool { return len(e.Sessions("alice")) == 0 })
+	if _, _, err := e.Persistent(ctx, sid, Request{Owner: "alice", Code: "get x"}); !errors.Is(err, ErrExpiredSession) {
+		t.Errorf("alice after the idle TTL: %v, want ErrExpiredSession", err)
+	}
+	if _, _, err := e.Persistent(ctx, sid, Request{Owner: "bob", Code: "get x"}); !errors.Is(err, ErrUnknownSession) {
+		t.Errorf("bob asking for alice's expired session: %v, want ErrUnknownSession", err)
+	}
+}
