@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -171,5 +172,55 @@ func TestFakeLimitsAboveTheConfigRefusedBeforeAnySandbox(t *testing.T) {
 	}
 	if got := e.Sessions("o"); len(got) != 0 {
 		t.Errorf("sessions after refused requests: %+v, want none", got)
+	}
+}
+
+// A request the executor cannot run as asked is refused with a
+// structured error that says why, before any sandbox starts: code over
+// limits.max_code_bytes, an unknown language, bash with state or without
+// the processes capability, and state_keys where they do not apply.
+func TestFakeRequestsRefusedBeforeAnySandbox(t *testing.T) {
+	e, fb := newFake(t, func(c *config.Config) { c.Limits.MaxCodeBytes = 1000 })
+	ctx := tctx(t, time.Minute)
+	sid := fakeSession(t, e, "o", "set x 1")
+	created := fb.Creates()
+	many := make([]string, MaxStateKeys+1)
+	for i := range many {
+		many[i] = "k" + strconv.Itoa(i)
+	}
+	for _, tc := range []struct {
+		name    string
+		req     Request
+		session bool // a call in sid instead of a transient one
+		is      error
+		says    string
+	}{
+		{"code too large", Request{Code: strings.Repeat("x", 1001)}, false, ErrLimitExceeded, "limits.max_code_bytes"},
+		{"code too large in a session", Request{Code: strings.Repeat("x", 1001)}, true, ErrLimitExceeded, "limits.max_code_bytes"},
+		{"unknown language", Request{Language: "ruby", Code: "puts 1"}, false, ErrInvalidRequest, `language "ruby" is not supported`},
+		{"bash with state", Request{Language: "bash", Code: "echo", State: []byte(`{"a": 1}`)}, false, ErrInvalidRequest, "state is for python code only"},
+		{"bash without processes", Request{Language: "bash", Code: "echo", Capabilities: &Capabilities{}}, false, ErrInvalidRequest, "processes capability"},
+		{"bash without processes in a session", Request{Language: "bash", Code: "echo", Capabilities: &Capabilities{}}, true, ErrInvalidRequest, "processes capability"},
+		{"state_keys in a session", Request{Code: "print 1", StateKeys: []string{"x"}}, true, ErrInvalidRequest, "only for transient runs"},
+		{"state_keys for bash", Request{Language: "bash", Code: "echo", StateKeys: []string{"x"}}, false, ErrInvalidRequest, "python code only"},
+		{"too many state_keys", Request{Code: "print 1", StateKeys: many}, false, ErrInvalidRequest, "the maximum is " + strconv.Itoa(MaxStateKeys)},
+		{"an empty state key", Request{Code: "print 1", StateKeys: []string{""}}, false, ErrInvalidRequest, "1 to 256 bytes"},
+	} {
+		tc.req.Owner = "o"
+		var err error
+		if tc.session {
+			_, _, err = e.Persistent(ctx, sid, tc.req)
+		} else {
+			_, err = e.Transient(ctx, tc.req)
+		}
+		if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: %v, want %v saying %q", tc.name, err, tc.is, tc.says)
+		}
+	}
+	if n := fb.Creates() - created; n != 0 {
+		t.Errorf("%d sandboxes created for refused requests, want 0", n)
+	}
+	if res, _, err := e.Persistent(ctx, sid, Request{Owner: "o", Code: "get x"}); err != nil || res.Stdout != "1\n" || res.StateLost {
+		t.Errorf("the session after the refusals: %+v, %v; want it untouched", res, err)
 	}
 }
