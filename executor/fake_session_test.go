@@ -46,8 +46,8 @@ func TestFakeSessionIDsAndOwners(t *testing.T) {
 		t.Errorf("two sessions got the same id %s", sid)
 	}
 	infos := e.Sessions("alice")
-	if len(infos) != 2 || !slices.ContainsFunc(infos, func(s SessionInfo) bool { return s.ID == sid }) {
-		t.Fatalf("Sessions(alice) = %+v, want her two sessions", infos)
+	if len(infos) != 2 || infos[0].ID != sid {
+		t.Fatalf("Sessions(alice) = %+v, want her two sessions, the oldest (%s) first", infos, sid)
 	}
 	for _, s := range infos {
 		if s.Busy || !s.Expires.After(time.Now()) {
@@ -359,5 +359,42 @@ func TestFakeSessionCallOutlivesIdleTTL(t *testing.T) {
 	}
 	if _, _, err := e.Persistent(ctx, sid, Request{Owner: "bob", Code: "get x"}); !errors.Is(err, ErrUnknownSession) {
 		t.Errorf("bob asking for alice's expired session: %v, want ErrUnknownSession", err)
+	}
+}
+
+// Cleanup of a session whose call is running ends that call with status
+// killed and removes the sandbox; Cleanup of an expired session fails as
+// a call would.
+func TestFakeCleanupDuringACall(t *testing.T) {
+	e, fb := newFake(t, func(c *config.Config) { c.Sessions.IdleTTL = config.Duration(300 * time.Millisecond) })
+	ctx := tctx(t, time.Minute)
+	sid := fakeSession(t, e, "o", "set x 1")
+	running := make(chan struct{})
+	var once sync.Once
+	done := make(chan *Result, 1)
+	go func() {
+		res, _, err := e.Persistent(ctx, sid, Request{Owner: "o", Code: "sleep 60000", Progress: func(m string) {
+			if m == "running" {
+				once.Do(func() { close(running) })
+			}
+		}})
+		if err != nil {
+			t.Errorf("the running call: %v", err)
+		}
+		done <- res
+	}()
+	<-running
+	if err := e.Cleanup(ctx, "o", sid); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-done; res == nil || res.Status != "killed" {
+		t.Errorf("the call running during Cleanup: %+v, want status killed", res)
+	}
+	eventually(t, "the session's sandbox is removed", func() bool { return fb.Live() == 0 })
+
+	old := fakeSession(t, e, "o", "set x 1")
+	eventually(t, "the idle session expires", func() bool { return len(e.Sessions("o")) == 0 })
+	if err := e.Cleanup(ctx, "o", old); !errors.Is(err, ErrExpiredSession) {
+		t.Errorf("Cleanup of an expired session: %v, want ErrExpiredSession", err)
 	}
 }
