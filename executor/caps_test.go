@@ -15,6 +15,7 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend/fake"
+	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
 
 // The tests in this file run the executor's use of the optional backend
@@ -203,6 +204,18 @@ func TestCapsTreeMadeByThePool(t *testing.T) {
 	})
 }
 
+// installsTabulate is an installer (fake.Docker.Installer) that resolves
+// and installs tabulate 0.9.0 with pip.
+func installsTabulate(ctx context.Context, job backend.InstallJob, out io.Writer) (int, error) {
+	if strings.Contains(strings.Join(job.Spec.Command, " "), "--dry-run") {
+		// The resolver's run: the plan, one line per package, and its count.
+		io.WriteString(out, "installer: pip\n"+resolvedPrefix+`{"name":"tabulate","version":"0.9.0","required_by":[]}`+"\n"+countPrefix+"1\n")
+		return 0, nil
+	}
+	io.WriteString(out, "installer: pip\nSuccessfully installed tabulate-0.9.0\n")
+	return 0, nil
+}
+
 // install-package runs the installer through backend.Packages: the job
 // mounts the session's package volume writable and the wheelhouse
 // read-only, the output decides the status, and the session's sandbox
@@ -214,15 +227,7 @@ func TestCapsInstallIntoSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fd.Installer = func(ctx context.Context, job backend.InstallJob, out io.Writer) (int, error) {
-		if strings.Contains(strings.Join(job.Spec.Command, " "), "--dry-run") {
-			// The resolver's run: the plan, one line per package, and its count.
-			io.WriteString(out, "installer: pip\n"+resolvedPrefix+`{"name":"tabulate","version":"0.9.0","required_by":[]}`+"\n"+countPrefix+"1\n")
-			return 0, nil
-		}
-		io.WriteString(out, "installer: pip\nSuccessfully installed tabulate-0.9.0\n")
-		return 0, nil
-	}
+	fd.Installer = installsTabulate
 	var progress []string
 	res, err := e.Install(ctx, InstallRequest{Owner: "alice", SessionID: sid, Name: "tabulate", Specifier: "==0.9.0",
 		Progress: func(m string) { progress = append(progress, m) }})
@@ -353,5 +358,100 @@ func TestCapsSelfStamped(t *testing.T) {
 	}
 	if s := created(); len(s) != 1 || s[0].Annotations[LabelServer] != "mine" {
 		t.Errorf("sandboxes created %+v, want one annotated %s=mine", s, LabelServer)
+	}
+}
+
+// A session's package volume lives as long as the session: it goes when
+// the session is cleaned up or expires, on a backend with package volumes.
+func TestCapsSessionVolumeGoesWithTheSession(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ttl  time.Duration // sessions.idle_ttl, 0 = the default
+		end  func(t *testing.T, e *Executor, sid string)
+	}{
+		{"cleanup", 0, func(t *testing.T, e *Executor, sid string) {
+			if err := e.Cleanup(tctx(t, time.Minute), "alice", sid); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"expiry", 300 * time.Millisecond, func(t *testing.T, e *Executor, sid string) {
+			eventually(t, "the session expires", func() bool { return len(e.Sessions("alice")) == 0 })
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, fd := newFakeDocker(t, func(c *config.Config) {
+				if tc.ttl > 0 {
+					c.Sessions.IdleTTL = config.Duration(tc.ttl)
+				}
+			})
+			sid := fakeSession(t, e, "alice", "set x 1")
+			volumes := func() []string {
+				l, err := fd.Volumes(context.Background(), LabelSession)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var names []string
+				for _, v := range l {
+					if v.Labels[LabelSession] == sid {
+						names = append(names, v.Name)
+					}
+				}
+				return names
+			}
+			if got := volumes(); len(got) != 1 {
+				t.Fatalf("volumes of a new session: %v, want its package volume", got)
+			}
+			tc.end(t, e, sid)
+			eventually(t, "the session's package volume is removed", func() bool { return len(volumes()) == 0 })
+		})
+	}
+}
+
+// A package installed without a session is the owner's, for transient
+// calls: the owner's sandboxes mount the owner's package volume read-only,
+// another owner's do not, and Close removes the volume.
+func TestCapsInstallForTransientCalls(t *testing.T) {
+	e, fd := newFakeDocker(t, nil)
+	ctx := tctx(t, time.Minute)
+	fd.Installer = installsTabulate
+	var mu sync.Mutex
+	mounts := map[string][]string{} // owner -> volumes its sandboxes mounted
+	fd.CreateHook = func(spec backend.Spec) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, v := range spec.Volumes {
+			if v.ReadOnly && v.Path != "/usr" {
+				owner := spec.Annotations[LabelOwner]
+				mounts[owner] = append(mounts[owner], v.Name)
+			}
+		}
+		return nil
+	}
+	if ir, err := e.Install(ctx, InstallRequest{Owner: "alice", Name: "tabulate"}); err != nil || ir.Status != "ok" || len(ir.Packages) != 1 {
+		t.Fatalf("Install = %+v, %v", ir, err)
+	}
+	for _, owner := range []string{"alice", "bob"} {
+		if res, err := e.Transient(ctx, Request{Owner: owner, Code: "print 1", Imports: []analyze.Import{{Module: "tabulate", Line: 1}}}); err != nil || res.Status != "ok" {
+			t.Fatalf("%s's call: %+v, %v", owner, res, err)
+		}
+	}
+	jobs := fd.Jobs()
+	if len(jobs) == 0 {
+		t.Fatal("no installer job ran")
+	}
+	mu.Lock()
+	alice, bob := mounts["alice"], mounts["bob"]
+	mu.Unlock()
+	if len(alice) != 1 || len(bob) != 0 {
+		t.Fatalf("package volumes mounted read-only: alice's sandbox %v, bob's %v; want one for alice, none for bob", alice, bob)
+	}
+	if !slices.Contains(fd.VolumeNames(), alice[0]) {
+		t.Fatalf("alice's volume %s is not among the backend's %v", alice[0], fd.VolumeNames())
+	}
+	if err := e.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(fd.VolumeNames(), alice[0]) {
+		t.Errorf("alice's package volume %s is left after Close", alice[0])
 	}
 }

@@ -31,6 +31,7 @@ import (
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/poolplan"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
@@ -668,7 +669,7 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 	// package volume: pooled sandboxes have no owner, so it starts cold.
 	pkgs := e.ownerPackageVolume(req.Owner)
 	pl := e.pool() // one pool for the call, whatever a reload does meanwhile
-	need := preloadable(req.Imports)
+	need := poolplan.Preloadable(req.Imports)
 	reuse := e.reuses(req, pkgs)
 	class := limitsClass(lim)
 	var sb *sandbox

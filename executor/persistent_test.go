@@ -66,19 +66,26 @@ func TestPersistentSession(t *testing.T) {
 	}
 }
 
+// Session caps are the executor's bookkeeping: the fake backend (script
+// code, no daemon) holds them.
 func TestPersistentCaps(t *testing.T) {
-	e, _ := newExec(t, func(c *config.Config) {
+	e, _ := newFake(t, func(c *config.Config) {
 		c.Sessions.MaxPerOwner = 1
 		c.Sessions.MaxTotal = 2
 	})
-	persistent(t, e, "", Request{Owner: "alice", Code: "x = 1"})
-	if _, _, err := e.Persistent(tctx(t, time.Minute), "", Request{Owner: "alice", Code: "1"}); !errors.Is(err, ErrTooManySessions) || !strings.Contains(err.Error(), "max_per_owner") {
+	alice := fakeSession(t, e, "alice", "set x 1")
+	if _, _, err := e.Persistent(tctx(t, time.Minute), "", Request{Owner: "alice", Code: "print 1"}); !errors.Is(err, ErrTooManySessions) || !strings.Contains(err.Error(), "max_per_owner") {
 		t.Errorf("second session of alice: %v, want ErrTooManySessions naming max_per_owner", err)
 	}
-	persistent(t, e, "", Request{Owner: "bob", Code: "1"})
-	if _, _, err := e.Persistent(tctx(t, time.Minute), "", Request{Owner: "carol", Code: "1"}); !errors.Is(err, ErrTooManySessions) || !strings.Contains(err.Error(), "max_total") {
+	fakeSession(t, e, "bob", "print 1")
+	if _, _, err := e.Persistent(tctx(t, time.Minute), "", Request{Owner: "carol", Code: "print 1"}); !errors.Is(err, ErrTooManySessions) || !strings.Contains(err.Error(), "max_total") {
 		t.Errorf("third session: %v, want ErrTooManySessions naming max_total", err)
 	}
+	// A session cleaned up gives its place back.
+	if err := e.Cleanup(tctx(t, time.Minute), "alice", alice); err != nil {
+		t.Fatal(err)
+	}
+	fakeSession(t, e, "carol", "print 1")
 }
 
 func TestPersistentExpiry(t *testing.T) {

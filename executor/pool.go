@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/poolplan"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 )
 
@@ -18,7 +19,7 @@ import (
 // modules imported and one empty run done. Each serves exactly one call and
 // is then destroyed.
 //
-// The transient pool follows demand (see poolplan.go): it holds between
+// The transient pool follows demand (see package internal/poolplan): it holds between
 // pool.size and pool.max_size sandboxes, as many as calls recently arrived
 // within one creation time of each other, split among the preload classes
 // recent calls needed (bare interpreter, the scientific stack, ...). A call
@@ -80,7 +81,7 @@ type pool struct {
 
 	mu         sync.Mutex
 	idle       []pooled
-	demand     demand
+	demand     poolplan.Demand
 	unloadable map[string]bool          // modules whose preload failed: left out of classes
 	waiters    []*waiter                // calls that missed, racing a cold start against refills
 	inflight   map[*refill]bool         // the creations under way
@@ -105,7 +106,7 @@ type pooled struct {
 }
 
 // class is the pooled sandbox's class key, its owner included.
-func (it pooled) class() string { return ownedClass(it.owner, classKey(it.modules)) }
+func (it pooled) class() string { return poolplan.Owned(it.owner, poolplan.Key(it.modules)) }
 
 // pingDeadline bounds a pooled sandbox's answer to the ping it gets before
 // it is handed out; an idle runner answers in well under a millisecond.
@@ -164,7 +165,7 @@ func newPool(e *Executor, cfg config.Pool, kind string, size int) *pool {
 		p.learn = true
 		p.maxSize = max(size, cfg.MaxSize)
 	}
-	p.demand = demand{floor: p.size, max: p.maxSize, seed: classKey(cfg.Preload)}
+	p.demand = poolplan.Demand{Floor: p.size, Max: p.maxSize, Seed: poolplan.Key(cfg.Preload)}
 	return p
 }
 
@@ -177,7 +178,7 @@ func (p *pool) resize(size, maxSize int) {
 	if p.learn {
 		p.maxSize = max(size, maxSize)
 	}
-	p.demand.floor, p.demand.max = p.size, p.maxSize
+	p.demand.Floor, p.demand.Max = p.size, p.maxSize
 	p.mu.Unlock()
 	p.signal()
 }
@@ -199,22 +200,22 @@ func (p *pool) classOf(need []string, owner string) string {
 			m = append(m, x)
 		}
 	}
-	c := classKey(m)
-	if c == p.demand.seed {
+	c := poolplan.Key(m)
+	if c == p.demand.Seed {
 		return c
 	}
-	return ownedClass(owner, c)
+	return poolplan.Owned(owner, c)
 }
 
 // plan is the number of sandboxes of each class the pool wants now.
 func (p *pool) plan(now time.Time) map[string]int {
 	if !p.learn {
-		return map[string]int{classKey(p.preload): p.size}
+		return map[string]int{poolplan.Key(p.preload): p.size}
 	}
 	plan := map[string]int{}
-	for c, n := range p.demand.plan(now) {
+	for c, n := range p.demand.Plan(now) {
 		if len(p.unloadable) > 0 {
-			c = p.classOf(classModules(c), classOwner(c))
+			c = p.classOf(poolplan.Modules(c), poolplan.Owner(c))
 		}
 		plan[c] += n
 	}
@@ -240,7 +241,7 @@ func (p *pool) take(lim Limits, need []string, owner string) *sandbox {
 		return nil // a miss: other limits than the pool's
 	}
 	p.mu.Lock()
-	p.demand.record(time.Now(), p.classOf(need, owner))
+	p.demand.Record(time.Now(), p.classOf(need, owner))
 	p.mu.Unlock()
 	for {
 		sb := p.pop(need, owner)
@@ -409,10 +410,10 @@ func (p *pool) holdCold(k int, now time.Time, owner string) time.Duration {
 	}
 	left := make([]time.Duration, 0, len(p.inflight))
 	for r := range p.inflight {
-		if o := classOwner(r.class); o != "" && o != owner {
+		if o := poolplan.Owner(r.class); o != "" && o != owner {
 			continue
 		}
-		if est, ok := p.took[unowned(r.class)]; ok {
+		if est, ok := p.took[poolplan.Unowned(r.class)]; ok {
 			left = append(left, max(est-now.Sub(r.began), 0))
 		} // a class not measured yet: no telling when it ends
 	}
@@ -525,7 +526,7 @@ func (p *pool) run(stop <-chan struct{}) {
 }
 
 // prune drops dead and stale sandboxes, and those beyond their class's
-// target that have waited trimAfter (demand went away), newest kept.
+// target that have waited poolplan.TrimAfter (demand went away), newest kept.
 func (p *pool) prune() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -536,7 +537,7 @@ func (p *pool) prune() {
 	for i := len(p.idle) - 1; i >= 0; i-- {
 		it := p.idle[i]
 		c := it.class()
-		surplus := kept[c] >= plan[c] && now.Sub(it.born) >= trimAfter
+		surplus := kept[c] >= plan[c] && now.Sub(it.born) >= poolplan.TrimAfter
 		if p.usable(it, now) && !surplus {
 			keep = append(keep, it)
 			kept[c]++
@@ -582,14 +583,14 @@ func (p *pool) fill(stop <-chan struct{}) (done bool) {
 		p.e.bg.Add(1)
 		go func() {
 			defer p.e.bg.Done()
-			modules := classModules(class)
+			modules := poolplan.Modules(class)
 			sb, err := p.create(modules)
 			p.mu.Lock()
 			delete(p.inflight, r)
 			if err == nil {
-				p.demand.created(time.Since(r.began))
-				p.learnTook(unowned(class), time.Since(r.began)) // as long whoever owns it
-				p.deliver(pooled{sb: sb, born: time.Now(), modules: modules, owner: classOwner(class)})
+				p.demand.Created(time.Since(r.began))
+				p.learnTook(poolplan.Unowned(class), time.Since(r.began)) // as long whoever owns it
+				p.deliver(pooled{sb: sb, born: time.Now(), modules: modules, owner: poolplan.Owner(class)})
 				p.lastErr = ""
 			}
 			p.mu.Unlock()
@@ -623,7 +624,7 @@ func (p *pool) fill(stop <-chan struct{}) (done bool) {
 // room says whether one more refill of class keeps the pool within
 // maxSize sandboxes, idle and under way. A full pool makes room by
 // removing its oldest idle sandbox of another principal's class beyond
-// its target (demand moved on), which would otherwise wait trimAfter
+// its target (demand moved on), which would otherwise wait poolplan.TrimAfter
 // while serving nobody else. A shared sandbox beyond its target is kept
 // that long instead: any call can use it. p.mu is held.
 func (p *pool) room(class string) bool {
@@ -670,9 +671,9 @@ func (p *pool) next() (string, bool) {
 	now := time.Now()
 	plan := p.plan(now)
 	var urgent []string
-	if p.learn && !p.drained.IsZero() && now.Sub(p.drained) < pressureFor {
-		for _, c := range p.demand.latest(urgentOf) {
-			urgent = append(urgent, p.classOf(classModules(c), classOwner(c)))
+	if p.learn && !p.drained.IsZero() && now.Sub(p.drained) < poolplan.PressureFor {
+		for _, c := range p.demand.Latest(poolplan.UrgentOf) {
+			urgent = append(urgent, p.classOf(poolplan.Modules(c), poolplan.Owner(c)))
 		}
 	}
 	creating := map[string]int{}
@@ -686,16 +687,16 @@ func (p *pool) next() (string, bool) {
 		// it serves that principal only, whose calls the plan no longer
 		// expects (room removes it for a refill).
 		for c, n := range idle {
-			if classOwner(c) != "" {
+			if poolplan.Owner(c) != "" {
 				idle[c] = min(n, plan[c])
 			}
 		}
 		// And a principal's class is made only below its target.
 		urgent = slices.DeleteFunc(urgent, func(c string) bool {
-			return classOwner(c) != "" && idle[c]+creating[c] >= plan[c]
+			return poolplan.Owner(c) != "" && idle[c]+creating[c] >= plan[c]
 		})
 	}
-	return nextClass(plan, idle, creating, urgent)
+	return poolplan.Next(plan, idle, creating, urgent)
 }
 
 // create starts one sandbox, imports modules in it and does one empty run
@@ -761,3 +762,33 @@ func orEmpty(s []string) []string {
 type poolError struct{ msg string }
 
 func (e *poolError) Error() string { return "preload: " + e.msg }
+
+// pick returns the index in idle of the sandbox that serves a call of
+// owner needing need at the least cost: fewest needed modules it has not
+// imported (the call would import them itself), then fewest modules the
+// call does not need (the cheapest to replace), then the oldest. Sandboxes
+// of another principal's class are never picked. -1 when none is left.
+func pick(idle []pooled, need []string, owner string) int {
+	best, bestMiss, bestExtra := -1, 0, 0
+	for i, it := range idle {
+		if it.owner != "" && it.owner != owner {
+			continue
+		}
+		miss := 0
+		for _, m := range need {
+			if !poolplan.Covers(it.modules, m) {
+				miss++
+			}
+		}
+		extra := 0
+		for _, x := range it.modules {
+			if !slices.ContainsFunc(need, func(m string) bool { return x == m || strings.HasPrefix(x, m+".") }) {
+				extra++
+			}
+		}
+		if best < 0 || miss < bestMiss || (miss == bestMiss && extra < bestExtra) {
+			best, bestMiss, bestExtra = i, miss, extra
+		}
+	}
+	return best
+}

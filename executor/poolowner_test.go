@@ -9,6 +9,7 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend/fake"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/poolplan"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
 
@@ -89,7 +90,7 @@ func TestFakePoolClassesPerPrincipal(t *testing.T) {
 		return e.pool().idleByClass()
 	}
 	call("alice", sympy)
-	alices := ownedClass("alice", "sympy")
+	alices := poolplan.Owned("alice", "sympy")
 	eventually(t, "the pool makes alice's class", func() bool { return classes()[alices] == 1 })
 
 	hits := e.pool().hits.Load()
@@ -101,7 +102,7 @@ func TestFakePoolClassesPerPrincipal(t *testing.T) {
 	}
 	eventually(t, "the pool holds a sandbox bob may have instead of alice's, within its cap", func() bool {
 		c := classes()
-		return c[alices] == 0 && c[""]+c[ownedClass("bob", "sympy")] == 1
+		return c[alices] == 0 && c[""]+c[poolplan.Owned("bob", "sympy")] == 1
 	})
 	call("bob", sympy)
 	if got := e.pool().hits.Load(); got != hits+1 {

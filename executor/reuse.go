@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/poolplan"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 )
 
@@ -269,7 +270,7 @@ func (w *warm) pop(owner, class string, need []string) *kept {
 // coversAll says modules (a sandbox's preloaded ones) hold every one of need.
 func coversAll(modules, need []string) bool {
 	for _, m := range need {
-		if !covers(modules, m) {
+		if !poolplan.Covers(modules, m) {
 			return false
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend/fake"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
@@ -73,9 +74,13 @@ func TestStateLostReportedOnceWhenTheRunNotices(t *testing.T) {
 	}
 }
 
+// A budget too small for the start: the error says what bounded it. The
+// bound is the executor's, so a fake backend whose creation takes a
+// minute holds it.
 func TestStartBoundedByTimeout(t *testing.T) {
-	// A budget too small for any start: the error says what bounded it.
-	e, _ := newExec(t, nil)
+	fb := fake.New()
+	fb.CreateDelay = time.Minute
+	e := newFakeOn(t, fb, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	_, err := e.startWithin(ctx, sandboxMeta{Kind: KindTransient, Owner: "alice"}, Limits{Timeout: time.Second, Memory: 256 << 20, CPUs: 1, Pids: 64}, -StartAllowance+time.Millisecond)
@@ -84,10 +89,14 @@ func TestStartBoundedByTimeout(t *testing.T) {
 	}
 }
 
+// Listing a session's files for the server's own use (WorkspaceFiles)
+// leaves its idle clock alone; the fake backend holds this bookkeeping.
 func TestWorkspaceFilesIsNotUse(t *testing.T) {
-	e, _ := newExec(t, nil)
-	res, id := persistent(t, e, "", Request{Owner: "alice", Code: "open('a.txt', 'w').write('x')"})
-	wantStatus(t, res, "ok")
+	e, _ := newFake(t, nil)
+	id := fakeSession(t, e, "alice", "set x 1")
+	if err := e.WriteFile(tctx(t, time.Minute), "alice", id, "a.txt", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
 	before := e.Sessions("alice")[0].LastUsed
 	files, err := e.WorkspaceFiles(tctx(t, time.Minute), "alice", id)
 	if err != nil || len(files) != 1 || files[0].Path != "a.txt" {

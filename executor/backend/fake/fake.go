@@ -124,6 +124,8 @@ type box struct {
 	stdout *broadcast
 	stderr *broadcast
 
+	frozen atomic.Bool // drops every request, as a paused container
+
 	mu      sync.Mutex
 	state   backend.State
 	runs    int
@@ -385,6 +387,19 @@ func (b *Backend) Adopt(spec backend.Spec) string {
 	return x.id
 }
 
+// Freeze has sandbox id stop answering, as a paused container does: from
+// then on its program drops every request (a ping included) until it is
+// removed. It reports whether id is a live sandbox.
+func (b *Backend) Freeze(id string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	x := b.boxes[id]
+	if x != nil {
+		x.frozen.Store(true)
+	}
+	return x != nil
+}
+
 // Has says whether id is a live (not removed) sandbox.
 func (b *Backend) Has(id string) bool {
 	b.mu.Lock()
@@ -477,6 +492,9 @@ func (x *box) run() {
 		case r, ok = <-reqs:
 		case <-x.end:
 			return
+		}
+		if ok && x.frozen.Load() {
+			continue // a frozen program reads nothing and answers nothing
 		}
 		if !ok || r.Op == protocol.OpExit {
 			x.exit(0, false)

@@ -1,4 +1,4 @@
-package executor
+package poolplan
 
 // stdlibModules are the top-level modules of the sandbox interpreter's
 // standard library (Python 3.13's sys.stdlib_module_names). Importing them

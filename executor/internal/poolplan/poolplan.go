@@ -1,4 +1,21 @@
-package executor
+// Package poolplan is the executor's transient pool's sizing and routing,
+// as pure functions of what the pool has seen (tested on a fake clock,
+// without a daemon). The pool (executor/pool.go) holds the state and the
+// lock; this package holds no sandbox and no lock.
+//
+// A preload class is the set of modules a pooled sandbox imported before
+// it waits: "" (the bare interpreter, the cheapest to make) or e.g.
+// "numpy,pandas". Each call needs the class of its own non-standard-library
+// imports; the pool keeps sandboxes of the classes recent calls needed, as
+// many as calls arrived within one creation time of each other (so a burst
+// like the last ones finds a sandbox each), between pool.size and
+// pool.max_size.
+//
+// A class learned from a principal's calls belongs to that principal: its
+// key is the principal's name, a NUL, then the modules (Owned), and
+// its sandboxes serve that principal only. The bare class "" and the
+// operator's pool.preload class have no owner.
+package poolplan
 
 import (
 	"math"
@@ -10,22 +27,6 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
 
-// The transient pool's sizing and routing, as pure functions of what it
-// has seen (tested without a daemon in poolplan_test.go).
-//
-// A preload class is the set of modules a pooled sandbox imported before
-// it waits: "" (the bare interpreter, the cheapest to make) or e.g.
-// "numpy,pandas". Each call needs the class of its own non-standard-library
-// imports; the pool keeps sandboxes of the classes recent calls needed, as
-// many as calls arrived within one creation time of each other (so a burst
-// like the last ones finds a sandbox each), between pool.size and
-// pool.max_size.
-//
-// A class learned from a principal's calls belongs to that principal: its
-// key is the principal's name, a NUL, then the modules (ownedClass), and
-// its sandboxes serve that principal only. The bare class "" and the
-// operator's pool.preload class have no owner.
-
 const (
 	// demandWindow is how long an arrival counts for the pool's size: a
 	// burst keeps the pool grown for this long after it.
@@ -34,17 +35,17 @@ const (
 	maxArrivals = 256
 	// shareOf is how many of the latest arrivals set the classes' shares.
 	shareOf = 32
-	// trimAfter is how long a sandbox beyond its class's target waits
+	// TrimAfter is how long a sandbox beyond its class's target waits
 	// before it is removed: it is paid for already, and demand comes back.
-	trimAfter = time.Minute
+	TrimAfter = time.Minute
 	// initialCreate is the creation time assumed before one is measured.
 	initialCreate = time.Second
-	// pressureFor is how long after a call found the pool empty (or left
+	// PressureFor is how long after a call found the pool empty (or left
 	// it empty) refills favour count over fit.
-	pressureFor = 10 * time.Second
-	// urgentOf is how many of the latest arrivals name the classes made
+	PressureFor = 10 * time.Second
+	// UrgentOf is how many of the latest arrivals name the classes made
 	// under pressure.
-	urgentOf = 4
+	UrgentOf = 4
 )
 
 // arrival is one transient call the pool saw: when, and its class.
@@ -53,17 +54,17 @@ type arrival struct {
 	class string
 }
 
-// demand is what the pool knows of recent calls and of its own creations.
+// Demand is what the pool knows of recent calls and of its own creations.
 // Not safe for concurrent use (the pool holds its lock).
-type demand struct {
-	floor, max int
-	seed       string    // class before any call was seen (pool.preload)
+type Demand struct {
+	Floor, Max int       // the pool's size and max_size
+	Seed       string    // class before any call was seen (pool.preload)
 	arrivals   []arrival // oldest first
 	create     time.Duration
 }
 
 // record notes a call arriving at now that needs class.
-func (d *demand) record(now time.Time, class string) {
+func (d *Demand) Record(now time.Time, class string) {
 	d.arrivals = append(d.arrivals, arrival{now, class})
 	if len(d.arrivals) > maxArrivals {
 		d.arrivals = slices.Delete(d.arrivals, 0, len(d.arrivals)-maxArrivals)
@@ -72,7 +73,7 @@ func (d *demand) record(now time.Time, class string) {
 
 // created folds one creation's wall time into the estimate (a moving
 // average: the machine's load changes).
-func (d *demand) created(took time.Duration) {
+func (d *Demand) Created(took time.Duration) {
 	if d.create == 0 {
 		d.create = took
 		return
@@ -81,7 +82,7 @@ func (d *demand) created(took time.Duration) {
 }
 
 // horizon is the time one refill takes, bounded to a sane range.
-func (d *demand) horizon() time.Duration {
+func (d *Demand) horizon() time.Duration {
 	h := d.create
 	if h == 0 {
 		h = initialCreate
@@ -90,7 +91,7 @@ func (d *demand) horizon() time.Duration {
 }
 
 // expire forgets arrivals older than demandWindow.
-func (d *demand) expire(now time.Time) {
+func (d *Demand) expire(now time.Time) {
 	i := 0
 	for i < len(d.arrivals) && now.Sub(d.arrivals[i].at) > demandWindow {
 		i++
@@ -101,7 +102,7 @@ func (d *demand) expire(now time.Time) {
 // peak is the most calls that arrived within one horizon of each other:
 // how many sandboxes the pool must hold so that none of them would have
 // waited for a refill.
-func (d *demand) peak() int {
+func (d *Demand) peak() int {
 	h := d.horizon()
 	best, lo := 0, 0
 	for hi, a := range d.arrivals {
@@ -118,19 +119,19 @@ func (d *demand) peak() int {
 // latest calls in proportion to how often each was needed (largest
 // remainder). Before any call, the floor is one sandbox of the seed class
 // (when the floor is two or more) and bare ones.
-func (d *demand) plan(now time.Time) map[string]int {
+func (d *Demand) Plan(now time.Time) map[string]int {
 	d.expire(now)
-	total := min(max(d.peak(), d.floor), max(d.max, d.floor))
+	total := min(max(d.peak(), d.Floor), max(d.Max, d.Floor))
 	out := map[string]int{}
 	if total <= 0 {
 		return out
 	}
 	recent := d.arrivals[max(0, len(d.arrivals)-shareOf):]
 	if len(recent) == 0 {
-		if d.seed != "" && total >= 2 {
-			out[d.seed] = 1
+		if d.Seed != "" && total >= 2 {
+			out[d.Seed] = 1
 		}
-		out[""] += total - out[d.seed]
+		out[""] += total - out[d.Seed]
 		return out
 	}
 	count := map[string]int{}
@@ -173,7 +174,7 @@ func (d *demand) plan(now time.Time) map[string]int {
 	return out
 }
 
-// nextClass picks the class the next refill makes: the one furthest below
+// Next picks the class the next refill makes: the one furthest below
 // its target (counting sandboxes waiting and being made), the cheaper one
 // (fewer modules) on a tie. Under pressure (calls recently found the pool
 // empty; urgent are the classes of the latest calls) the count matters more
@@ -181,7 +182,7 @@ func (d *demand) plan(now time.Time) map[string]int {
 // the urgent classes is made, as it is ready soonest (a call in a sandbox
 // without some of its modules imports them itself, still sooner than in a
 // cold one). ok is false when the pool has enough.
-func nextClass(plan, idle, creating map[string]int, urgent []string) (class string, ok bool) {
+func Next(plan, idle, creating map[string]int, urgent []string) (class string, ok bool) {
 	if len(urgent) > 0 {
 		total, have := 0, 0
 		for _, want := range plan {
@@ -217,7 +218,7 @@ func nextClass(plan, idle, creating map[string]int, urgent []string) (class stri
 }
 
 // latest returns the classes of the last n arrivals.
-func (d *demand) latest(n int) []string {
+func (d *Demand) Latest(n int) []string {
 	var out []string
 	for _, a := range d.arrivals[max(0, len(d.arrivals)-n):] {
 		if !slices.Contains(out, a.class) {
@@ -229,40 +230,40 @@ func (d *demand) latest(n int) []string {
 
 // cheaper orders classes by how many modules they preload, then by name.
 func cheaper(a, b string) bool {
-	na, nb := len(classModules(a)), len(classModules(b))
+	na, nb := len(Modules(a)), len(Modules(b))
 	if na != nb {
 		return na < nb
 	}
 	return a < b
 }
 
-// classKey names the class that preloads modules.
-func classKey(modules []string) string {
+// Key names the class that preloads modules.
+func Key(modules []string) string {
 	m := slices.Clone(modules)
 	slices.Sort(m)
 	return strings.Join(slices.Compact(m), ",")
 }
 
-// classModules lists the modules of a class.
-func classModules(class string) []string {
-	class = unowned(class)
+// Modules lists the modules of a class.
+func Modules(class string) []string {
+	class = Unowned(class)
 	if class == "" {
 		return nil
 	}
 	return strings.Split(class, ",")
 }
 
-// ownedClass is the key of class (a classKey) learned from owner's calls;
+// Owned is the key of class (a Key) learned from owner's calls;
 // the bare class, and any class without an owner, is shared.
-func ownedClass(owner, class string) string {
+func Owned(owner, class string) string {
 	if owner == "" || class == "" {
 		return class
 	}
 	return owner + "\x00" + class
 }
 
-// classOwner is the principal a class key belongs to, "" for a shared one.
-func classOwner(class string) string {
+// Owner is the principal a class key belongs to, "" for a shared one.
+func Owner(class string) string {
 	i := strings.LastIndexByte(class, 0)
 	if i < 0 {
 		return ""
@@ -270,20 +271,20 @@ func classOwner(class string) string {
 	return class[:i]
 }
 
-// unowned is a class key without its owner: the modules' classKey.
-func unowned(class string) string {
+// Unowned is a class key without its owner: the modules' Key.
+func Unowned(class string) string {
 	return class[strings.LastIndexByte(class, 0)+1:]
 }
 
-// preloadable returns the modules a call's imports make worth a warmed
+// Preloadable returns the modules a call's imports make worth a warmed
 // sandbox, sorted: absolute imports outside the standard library, and for
 // `from M import n` also M.n (a submodule such as matplotlib.pyplot; a name
 // that is no module fails to preload once and is then left out, see
 // pool.unloadable).
-func preloadable(imps []analyze.Import) []string {
+func Preloadable(imps []analyze.Import) []string {
 	var out []string
 	for _, im := range imps {
-		if im.Level > 0 || im.Module == "" || stdlibModules[topLevel(im.Module)] {
+		if im.Level > 0 || im.Module == "" || stdlibModules[strings.SplitN(im.Module, ".", 2)[0]] {
 			continue
 		}
 		out = append(out, im.Module)
@@ -299,43 +300,13 @@ func preloadable(imps []analyze.Import) []string {
 	return slices.Compact(out)
 }
 
-// covers says whether a sandbox that preloaded modules has module m
+// Covers says whether a sandbox that preloaded modules has module m
 // imported: m itself, or a submodule of it (which imports m first).
-func covers(modules []string, m string) bool {
+func Covers(modules []string, m string) bool {
 	for _, x := range modules {
 		if x == m || strings.HasPrefix(x, m+".") {
 			return true
 		}
 	}
 	return false
-}
-
-// pick returns the index in idle of the sandbox that serves a call of
-// owner needing need at the least cost: fewest needed modules it has not
-// imported (the call would import them itself), then fewest modules the
-// call does not need (the cheapest to replace), then the oldest. Sandboxes
-// of another principal's class are never picked. -1 when none is left.
-func pick(idle []pooled, need []string, owner string) int {
-	best, bestMiss, bestExtra := -1, 0, 0
-	for i, it := range idle {
-		if it.owner != "" && it.owner != owner {
-			continue
-		}
-		miss := 0
-		for _, m := range need {
-			if !covers(it.modules, m) {
-				miss++
-			}
-		}
-		extra := 0
-		for _, x := range it.modules {
-			if !slices.ContainsFunc(need, func(m string) bool { return x == m || strings.HasPrefix(x, m+".") }) {
-				extra++
-			}
-		}
-		if best < 0 || miss < bestMiss || (miss == bestMiss && extra < bestExtra) {
-			best, bestMiss, bestExtra = i, miss, extra
-		}
-	}
-	return best
 }

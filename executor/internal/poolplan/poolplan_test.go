@@ -1,4 +1,4 @@
-package executor
+package poolplan
 
 import (
 	"slices"
@@ -15,12 +15,12 @@ const sci = "numpy,pandas"
 
 // arrive records n calls of class, gap apart, starting at t; it returns the
 // time of the last.
-func arrive(d *demand, t time.Time, n int, gap time.Duration, class string) time.Time {
+func arrive(d *Demand, t time.Time, n int, gap time.Duration, class string) time.Time {
 	for i := range n {
 		if i > 0 {
 			t = t.Add(gap)
 		}
-		d.record(t, class)
+		d.Record(t, class)
 	}
 	return t
 }
@@ -38,8 +38,8 @@ func TestPlanBeforeAnyCall(t *testing.T) {
 		{2, "", map[string]int{"": 2}},
 		{0, sci, map[string]int{}},
 	} {
-		d := &demand{floor: tc.floor, max: 8, seed: tc.seed}
-		if diff := cmp.Diff(tc.want, d.plan(now)); diff != "" {
+		d := &Demand{Floor: tc.floor, Max: 8, Seed: tc.seed}
+		if diff := cmp.Diff(tc.want, d.Plan(now)); diff != "" {
 			t.Errorf("floor %d seed %q: plan (-want +got):\n%s", tc.floor, tc.seed, diff)
 		}
 	}
@@ -47,54 +47,54 @@ func TestPlanBeforeAnyCall(t *testing.T) {
 
 func TestPlanGrowsWithBurstsAndDecays(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
-	d := &demand{floor: 2, max: 8}
-	d.created(time.Second)
+	d := &Demand{Floor: 2, Max: 8}
+	d.Created(time.Second)
 	last := arrive(d, t0, 6, 10*time.Millisecond, "") // a burst of 6
-	if got := d.plan(last)[""]; got != 6 {
+	if got := d.Plan(last)[""]; got != 6 {
 		t.Errorf("after a burst of 6: %d bare sandboxes planned, want 6", got)
 	}
 	last = arrive(d, last.Add(30*time.Second), 16, time.Millisecond, "") // a burst of 16
-	if got := d.plan(last)[""]; got != 8 {
+	if got := d.Plan(last)[""]; got != 8 {
 		t.Errorf("after a burst of 16: %d planned, want the cap 8", got)
 	}
 	// Spaced calls (one per 2 s, creation 1 s) need no more than the floor,
 	// once the bursts are older than the window.
 	late := last.Add(demandWindow + time.Second)
 	last = arrive(d, late, 10, 2*time.Second, "")
-	if got := d.plan(last)[""]; got != 2 {
+	if got := d.Plan(last)[""]; got != 2 {
 		t.Errorf("spaced calls after the window: %d planned, want the floor 2", got)
 	}
 	// Calls back to back at 4/s with 1 s creations: 4 in flight.
 	last = arrive(d, last.Add(time.Second), 20, 250*time.Millisecond, "")
-	if got := d.plan(last)[""]; got != 4 {
+	if got := d.Plan(last)[""]; got != 4 {
 		t.Errorf("4 calls/s, 1 s creations: %d planned, want 4", got)
 	}
 	// A slower machine needs more for the same rate.
 	d.create = 2 * time.Second
-	if got := d.plan(last)[""]; got != 8 {
+	if got := d.Plan(last)[""]; got != 8 {
 		t.Errorf("4 calls/s, 2 s creations: %d planned, want 8", got)
 	}
-	if got := d.plan(last.Add(demandWindow + time.Second)); !cmp.Equal(got, map[string]int{"": 2}) {
+	if got := d.Plan(last.Add(demandWindow + time.Second)); !cmp.Equal(got, map[string]int{"": 2}) {
 		t.Errorf("idle past the window: plan %v, want the floor of bare sandboxes", got)
 	}
 }
 
 func TestPlanSharesClassesByRecentCalls(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
-	d := &demand{floor: 4, max: 8, seed: sci}
-	d.created(time.Second)
+	d := &Demand{Floor: 4, Max: 8, Seed: sci}
+	d.Created(time.Second)
 	// Spaced calls, 3 bare for 1 scientific: the floor of 4 splits 3:1.
 	last := t0
 	for range 4 {
 		last = arrive(d, last.Add(3*time.Second), 3, 3*time.Second, "")
 		last = arrive(d, last.Add(3*time.Second), 1, 0, sci)
 	}
-	if diff := cmp.Diff(map[string]int{"": 3, sci: 1}, d.plan(last)); diff != "" {
-		t.Errorf("3:1 demand (-want +got):\n%s", diff)
+	if diff := cmp.Diff(map[string]int{"": 3, sci: 1}, d.Plan(last)); diff != "" {
+		t.Errorf("3:1 Demand (-want +got):\n%s", diff)
 	}
 	// Only scientific calls lately: the bare class is dropped.
 	last = arrive(d, last.Add(3*time.Second), shareOf, 3*time.Second, sci)
-	if diff := cmp.Diff(map[string]int{sci: 4}, d.plan(last)); diff != "" {
+	if diff := cmp.Diff(map[string]int{sci: 4}, d.Plan(last)); diff != "" {
 		t.Errorf("scientific only (-want +got):\n%s", diff)
 	}
 }
@@ -115,9 +115,9 @@ func TestNextClass(t *testing.T) {
 		{"all there", map[string]int{"": 3, sci: 2}, nil, "", false},
 		{"surplus elsewhere does not count", map[string]int{"": 9}, map[string]int{sci: 2}, "", false},
 	} {
-		got, ok := nextClass(plan, tc.idle, tc.creating, nil)
+		got, ok := Next(plan, tc.idle, tc.creating, nil)
 		if got != tc.want || ok != tc.ok {
-			t.Errorf("%s: nextClass = %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.ok)
+			t.Errorf("%s: Next = %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.ok)
 		}
 	}
 }
@@ -139,22 +139,22 @@ func TestNextClassUnderPressure(t *testing.T) {
 		{"full by count, whatever the classes", map[string]int{"": 2, sci: 2}, map[string]int{"": 3}, map[string]int{"": 1}, []string{sci}, "", false},
 		{"nothing planned", map[string]int{}, nil, nil, []string{""}, "", false},
 	} {
-		got, ok := nextClass(tc.plan, tc.idle, tc.creating, tc.urgent)
+		got, ok := Next(tc.plan, tc.idle, tc.creating, tc.urgent)
 		if got != tc.want || ok != tc.ok {
-			t.Errorf("%s: nextClass = %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.ok)
+			t.Errorf("%s: Next = %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.ok)
 		}
 	}
 }
 
 func TestLatestClasses(t *testing.T) {
-	d := &demand{}
+	d := &Demand{}
 	t0 := time.Unix(1_000_000, 0)
 	arrive(d, t0, 5, time.Second, sci)
 	arrive(d, t0.Add(time.Minute), 2, time.Second, "")
-	if diff := cmp.Diff([]string{sci, ""}, d.latest(4)); diff != "" {
+	if diff := cmp.Diff([]string{sci, ""}, d.Latest(4)); diff != "" {
 		t.Errorf("latest(4) (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{""}, d.latest(2)); diff != "" {
+	if diff := cmp.Diff([]string{""}, d.Latest(2)); diff != "" {
 		t.Errorf("latest(2) (-want +got):\n%s", diff)
 	}
 }
@@ -170,72 +170,27 @@ func TestPreloadable(t *testing.T) {
 		{Module: "pandas"},
 	}
 	want := []string{"matplotlib", "matplotlib.pyplot", "numpy.linalg", "pandas", "scipy"}
-	if diff := cmp.Diff(want, preloadable(imps)); diff != "" {
-		t.Errorf("preloadable (-want +got):\n%s", diff)
+	if diff := cmp.Diff(want, Preloadable(imps)); diff != "" {
+		t.Errorf("Preloadable (-want +got):\n%s", diff)
 	}
-	if got := preloadable([]analyze.Import{{Module: "sys"}}); got != nil {
+	if got := Preloadable([]analyze.Import{{Module: "sys"}}); got != nil {
 		t.Errorf("standard library only: %v, want nothing", got)
 	}
 }
 
-func TestPickRoutesToTheCheapestFit(t *testing.T) {
-	bare := pooled{}
-	sciSB := pooled{modules: []string{"matplotlib.pyplot", "numpy", "pandas"}}
-	np := pooled{modules: []string{"numpy"}}
-	for _, tc := range []struct {
-		name string
-		idle []pooled
-		need []string
-		want int
-	}{
-		{"print(1) takes the bare one", []pooled{sciSB, bare}, nil, 1},
-		{"print(1) takes what there is", []pooled{sciSB}, nil, 0},
-		{"pandas takes the scientific one", []pooled{bare, sciSB}, []string{"pandas"}, 1},
-		{"pyplot via its package", []pooled{bare, sciSB}, []string{"matplotlib"}, 1},
-		{"numpy takes the smallest class with numpy", []pooled{sciSB, np, bare}, []string{"numpy"}, 1},
-		{"the most coverage wins over a smaller class", []pooled{np, sciSB}, []string{"numpy", "pandas"}, 1},
-		{"an unknown module: the cheapest", []pooled{sciSB, bare}, []string{"sympy"}, 1},
-		{"oldest first among equals", []pooled{bare, bare}, nil, 0},
-		{"empty", nil, nil, -1},
-	} {
-		if got := pick(tc.idle, tc.need, ""); got != tc.want {
-			t.Errorf("%s: pick = %d, want %d", tc.name, got, tc.want)
-		}
-	}
-	// A class learned from a principal's imports serves that principal only.
-	alices := pooled{modules: []string{"sympy"}, owner: "alice"}
-	for _, tc := range []struct {
-		name  string
-		idle  []pooled
-		need  []string
-		owner string
-		want  int
-	}{
-		{"alice's class for alice", []pooled{bare, alices}, []string{"sympy"}, "alice", 1},
-		{"not for bob, though he needs it", []pooled{bare, alices}, []string{"sympy"}, "bob", 0},
-		{"not for bob when nothing else is left", []pooled{alices}, nil, "bob", -1},
-		{"nor for a call without a principal", []pooled{alices}, nil, "", -1},
-		{"shared classes for everyone", []pooled{alices, sciSB}, []string{"pandas"}, "bob", 1},
-	} {
-		if got := pick(tc.idle, tc.need, tc.owner); got != tc.want {
-			t.Errorf("%s: pick = %d, want %d", tc.name, got, tc.want)
-		}
-	}
-}
-
 func TestClassKey(t *testing.T) {
-	if got := classKey([]string{"pandas", "numpy", "pandas"}); got != "numpy,pandas" {
-		t.Errorf("classKey = %q", got)
+	if got := Key([]string{"pandas", "numpy", "pandas"}); got != "numpy,pandas" {
+		t.Errorf("Key = %q", got)
 	}
-	if got := classModules(classKey(nil)); got != nil {
+	if got := Modules(Key(nil)); got != nil {
 		t.Errorf("bare class has modules %v", got)
 	}
-	c := ownedClass("alice", "numpy,sympy")
-	if got := classModules(c); !slices.Equal(got, []string{"numpy", "sympy"}) || classOwner(c) != "alice" || unowned(c) != "numpy,sympy" {
-		t.Errorf("owned class %q: modules %v, owner %q, unowned %q", c, got, classOwner(c), unowned(c))
+	c := Owned("alice", "numpy,sympy")
+	if got := Modules(c); !slices.Equal(got, []string{"numpy", "sympy"}) || Owner(c) != "alice" || Unowned(c) != "numpy,sympy" {
+		t.Errorf("owned class %q: modules %v, owner %q, Unowned %q", c, got, Owner(c), Unowned(c))
 	}
-	for _, shared := range []string{ownedClass("", "sympy"), ownedClass("alice", "")} {
-		if classOwner(shared) != "" || strings.ContainsRune(shared, 0) {
+	for _, shared := range []string{Owned("", "sympy"), Owned("alice", "")} {
+		if Owner(shared) != "" || strings.ContainsRune(shared, 0) {
 			t.Errorf("class %q has an owner, want it shared", shared)
 		}
 	}
