@@ -109,7 +109,8 @@ func (e *Executor) reuses(req Request, pkgs string) bool {
 // the caller calls adopt, or unreserve if it starts none). At the cap it
 // waits for one of owner's to come back: up to busyWait when all serve
 // calls, up to startupTimeout while some are still being created (a
-// fresh sandbox would only slow them down). nil: run in a fresh sandbox.
+// fresh sandbox would only slow them down); not at all when all of
+// owner's are idle and none fits. nil: run in a fresh sandbox.
 func (w *warm) take(ctx context.Context, owner, class string, need []string) (k *kept, reserved bool) {
 	triedReset := false
 	var until time.Time // the end of the wait at the cap, once begun
@@ -134,6 +135,13 @@ func (w *warm) take(ctx context.Context, owner, class string, need []string) (k 
 			w.pending[owner]++
 			w.mu.Unlock()
 			return nil, true
+		}
+		if w.idleOf(owner) == w.owned[owner] {
+			// All of owner's are idle, none fits this call: none will
+			// come back that does. The call runs in a fresh sandbox,
+			// which replaces one of them (adopt).
+			w.mu.Unlock()
+			return nil, false
 		}
 		if until.IsZero() {
 			d := busyWait
@@ -207,6 +215,17 @@ func (w *warm) dropWaiter(owner string, kw *keptWaiter) {
 	if len(w.waiters[owner]) == 0 {
 		delete(w.waiters, owner)
 	}
+}
+
+// idleOf counts owner's idle kept sandboxes. Called with w.mu held.
+func (w *warm) idleOf(owner string) int {
+	n := 0
+	for _, k := range w.idle {
+		if k.owner == owner {
+			n++
+		}
+	}
+	return n
 }
 
 // unreserve gives back a place take reserved for a sandbox that was not

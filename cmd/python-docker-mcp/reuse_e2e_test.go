@@ -19,10 +19,14 @@ import (
 const sandboxIDCode = "import hashlib as _h\nprint(_h.sha1(([l for l in open('/proc/self/mountinfo') if l.split()[4] == '/'][0] ).encode()).hexdigest()[:12], flush=True)\ndel _h\n"
 
 // reuseArgs: every capability class, so that calls can leave processes,
-// sockets and System V objects behind.
+// sockets and System V objects behind; one kept sandbox per principal, so
+// that a principal's calls one after another all run in it (with more, a
+// call that finds its sandbox still being reset on a loaded machine takes
+// another).
 var reuseArgs = []string{
 	"--set", "policy.capabilities.processes=true", "--set", "policy.capabilities.sockets=true",
 	"--set", "policy.capabilities.native_code=true", "--set", "pool.reuse=principal",
+	"--set", "pool.max_per_principal=1",
 }
 
 // leftBehind are things call N of a principal leaves for call N+1 in the
