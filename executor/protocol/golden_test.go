@@ -105,26 +105,16 @@ func TestGoldenReplies(t *testing.T) {
 			t.Fatal(err)
 		}
 		data = append(data, '\n')
-		path := filepath.Join("testdata", name+".json")
-		if *update {
-			if err := os.WriteFile(path, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
+		want, ok := golden(t, name, data)
+		if !ok {
 			continue
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (run go test ./executor/protocol -update to write it)", err)
-		}
-		if !bytes.Equal(data, want) {
-			t.Errorf("%s marshals to\n%s\nwant (%s)\n%s", name, data, path, want)
 		}
 		got, err := DecodeReply(want, r.ID, r.Nonce)
 		if err != nil {
-			t.Fatalf("%s: %v", path, err)
+			t.Fatalf("%s: %v", name, err)
 		}
 		if diff := cmp.Diff(r, got); diff != "" {
-			t.Errorf("%s decodes to another reply (-want +got):\n%s", path, diff)
+			t.Errorf("%s decodes to another reply (-want +got):\n%s", name, diff)
 		}
 	}
 }
@@ -151,20 +141,7 @@ func TestGoldenFrames(t *testing.T) {
 			t.Fatal(err)
 		}
 		got.WriteByte('\n')
-		path := filepath.Join("testdata", name+".json")
-		if *update {
-			if err := os.WriteFile(path, got.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (run go test ./executor/protocol -update to write it)", err)
-		}
-		if !bytes.Equal(got.Bytes(), want) {
-			t.Errorf("%s marshals to\n%s\nwant (%s)\n%s", name, got.Bytes(), path, want)
-		}
+		golden(t, name, got.Bytes())
 	}
 	files, _ := filepath.Glob("testdata/*.json")
 	if n := len(goldenFrames) + len(goldenReplies) + len(sandboxFrames); !*update && len(files) != n {
@@ -187,25 +164,34 @@ func TestGoldenSandboxFrames(t *testing.T) {
 			t.Fatal(err)
 		}
 		data = append(data, '\n')
-		path := filepath.Join("testdata", name+".json")
-		if *update {
-			if err := os.WriteFile(path, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (run go test ./executor/protocol -update to write it)", err)
-		}
-		if !bytes.Equal(data, want) {
-			t.Errorf("%s marshals to\n%s\nwant (%s)\n%s", name, data, path, want)
-		}
+		golden(t, name, data)
 	}
 	o, isOutput, err := DecodeOutput(mustRead(t, "testdata/output.json"), 2, "6c697665")
 	if err != nil || !isOutput || *o != *sandboxFrames["output"].(*Output) {
 		t.Errorf("DecodeOutput(output.json) = %+v, %v, %v; want the golden frame", o, isOutput, err)
 	}
+}
+
+// golden compares data with testdata/<name>.json and returns the file's
+// contents, or with -update writes data there (ok false: nothing to
+// compare).
+func golden(t *testing.T, name string, data []byte) (want []byte, ok bool) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".json")
+	if *update {
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return nil, false
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./executor/protocol -update to write it)", err)
+	}
+	if !bytes.Equal(data, want) {
+		t.Errorf("%s marshals to\n%s\nwant (%s)\n%s", name, data, path, want)
+	}
+	return want, true
 }
 
 func mustRead(t *testing.T, path string) []byte {
