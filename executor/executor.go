@@ -707,7 +707,7 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 	if reuse && k == nil {
 		k = e.warm.adopt(sb, req.Owner, class, reserved)
 	}
-	res, err := e.run(ctx, sb, req, lim, true)
+	res, err := e.run(ctx, sb, req, lim, true, k != nil)
 	if err == nil && len(res.Files) > 0 {
 		e.keepSmallFiles(ctx, sb, res)
 	}
@@ -762,7 +762,7 @@ func (e *Executor) bgAdd() bool {
 }
 
 // run sends one run request to a started sandbox.
-func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits, transient bool) (*Result, error) {
+func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits, transient, keep bool) (*Result, error) {
 	c := e.config() // the caps this call is sent and answered with
 	e.calls.Add(1)
 	defer func() {
@@ -781,6 +781,7 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 	frame := &protocol.Run{
 		Code:         req.Code,
 		Transient:    transient,
+		Keep:         keep,
 		Imports:      wireImports(req.Imports),
 		Modules:      g.Modules,
 		Capabilities: g.Capabilities,

@@ -341,7 +341,7 @@ func (e *Executor) Persistent(ctx context.Context, sessionID string, req Request
 		}
 		return nil, s.id, err
 	}
-	res, err := e.run(ctx, sb, req, lim, false)
+	res, err := e.run(ctx, sb, req, lim, false, false)
 	if sessionID == "" {
 		e.spool().answered(sb) // a new session's sandbox may come from the pool
 	}

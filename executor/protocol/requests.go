@@ -35,6 +35,10 @@ type Run struct {
 	// Transient: the sandbox serves this one call (the worker exits after
 	// it, State and StateKeys apply, the reply carries state).
 	Transient bool `json:"transient"`
+	// Keep (transient): the server may keep the sandbox for its
+	// principal's next call (Reset), so the runner records what a reset
+	// restores before this call's code runs, unless it has already.
+	Keep bool `json:"keep,omitempty"`
 	// Imports are the static gate's import facts, which the runner
 	// compares with CPython's AST before anything runs.
 	Imports []Import `json:"imports"`

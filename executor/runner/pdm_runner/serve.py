@@ -192,8 +192,10 @@ class _Runner:
         self.cells += 1
         cell_name = "<cell-%d>" % self.cells
 
-        if transient and self.base is None and not self.base_error:
-            # Before the first call's code: what a reset restores.
+        if transient and req.get("keep") and self.base is None and not self.base_error:
+            # Before the first call's code: what a reset restores (only
+            # in a sandbox the server may keep: the walk costs a call
+            # about a millisecond).
             try:
                 self.base = _Baseline(self.worker)
             except (_ResetFailed, OSError) as e:

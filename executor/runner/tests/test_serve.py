@@ -47,6 +47,14 @@ class TransientCallTest(unittest.TestCase):
         self.assertFalse(unknown, "reply fields protocol.Reply does not have: %s" % sorted(unknown))
         return resp
 
+    def test_the_reset_baseline_only_in_a_sandbox_the_server_may_keep(self):
+        self.call()
+        self.assertIsNone(self.runner.base)
+        self.assertEqual(self.runner.base_error, "")
+        self.call(keep=True)
+        # Taken, or refused with its reason (a host's writable root is).
+        self.assertTrue(self.runner.base is not None or self.runner.base_error)
+
     def test_golden_run(self):
         resp = self.call()
         self.assertEqual(resp["status"], "ok", resp)
