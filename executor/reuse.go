@@ -97,8 +97,14 @@ func limitsClass(lim Limits) string {
 // reuses says whether a transient call of req, in a sandbox with no
 // package volume, may run in a kept sandbox and leave its own to be kept.
 func (e *Executor) reuses(req Request, pkgs string) bool {
-	c := e.config()
-	return c.Pool.Enabled && c.Pool.Reuse == config.ReusePrincipal && req.Reuse != config.ReuseNever && pkgs == "" && e.warm != nil
+	return e.warm != nil && e.warm.on() && req.Reuse != config.ReuseNever && pkgs == ""
+}
+
+// on says the configuration keeps sandboxes (pool.enabled, pool.reuse:
+// principal).
+func (w *warm) on() bool {
+	p := w.e.config().Pool
+	return p.Enabled && p.Reuse == config.ReusePrincipal
 }
 
 // take hands out an idle sandbox of owner's that fits a call of class
@@ -233,16 +239,21 @@ func (w *warm) idleOf(owner string) int {
 func (w *warm) unreserve(owner string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.pending[owner]--
+	w.unpend(owner)
 	w.release(owner)
+}
+
+// unpend ends a reservation of owner's: the place is kept (adopt) or
+// given up (unreserve). Called with w.mu held.
+func (w *warm) unpend(owner string) {
+	if w.pending[owner]--; w.pending[owner] <= 0 {
+		delete(w.pending, owner)
+	}
 }
 
 // release ends one of owner's places and tells owner's first waiting
 // call, which may take it. Called with w.mu held.
 func (w *warm) release(owner string) {
-	if w.pending[owner] <= 0 {
-		delete(w.pending, owner)
-	}
 	w.owned[owner]--
 	if w.owned[owner] <= 0 {
 		delete(w.owned, owner)
@@ -274,7 +285,7 @@ func (w *warm) pop(owner, class string, need []string) *kept {
 			continue
 		}
 		extra := len(k.modules)
-		if best < 0 || extra < bestExtra || extra == bestExtra {
+		if best < 0 || extra <= bestExtra {
 			best, bestExtra = i, extra // later ones are more recently used
 		}
 	}
@@ -319,10 +330,7 @@ func (w *warm) adopt(sb *sandbox, owner, class string, reserved bool) *kept {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if reserved {
-		w.pending[owner]--
-		if w.pending[owner] <= 0 {
-			delete(w.pending, owner)
-		}
+		w.unpend(owner)
 	} else {
 		i := slices.IndexFunc(w.idle, func(k *kept) bool { return k.owner == owner })
 		if i < 0 {
@@ -398,7 +406,7 @@ func (w *warm) reset(k *kept, arm *guard) bool {
 // the least recently used idle one past reuse_max_idle). Called with
 // w.mu held.
 func (w *warm) offer(k *kept) {
-	if p := w.e.config().Pool; !p.Enabled || p.Reuse != config.ReusePrincipal || !w.usable(k, time.Now()) || w.e.closing() {
+	if !w.on() || !w.usable(k, time.Now()) || w.e.closing() {
 		w.drop(k, &w.retired) // reuse turned off, or settings reloaded, while it was reset
 		return
 	}
@@ -423,7 +431,7 @@ func (w *warm) expire() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
-	off := w.e.config().Pool.Reuse != config.ReusePrincipal || !w.e.config().Pool.Enabled
+	off := !w.on()
 	w.idle = slices.DeleteFunc(w.idle, func(k *kept) bool {
 		if off || !w.usable(k, now) {
 			w.drop(k, &w.retired)
