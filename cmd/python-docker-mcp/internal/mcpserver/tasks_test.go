@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -127,6 +128,19 @@ func TestTaskLimitAndCancel(t *testing.T) {
 	}
 	if _, e := start("bob"); e != nil {
 		t.Errorf("bob's first task: %v", e)
+	}
+	// The task runs in the background: cancel it once its call has reached
+	// the executor (on a loaded machine it may not have yet).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		exec.mu.Lock()
+		reached := slices.ContainsFunc(exec.requests, func(r executor.Request) bool { return r.Owner == "alice" })
+		exec.mu.Unlock()
+		if reached {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("alice's task never reached the executor")
+		}
 	}
 	if res, e := taskCall(t, srv, "alice", "tasks/cancel", map[string]any{"taskId": first}); e != nil || res["status"] != "cancelled" {
 		t.Fatalf("tasks/cancel: %v %v", res, e)
