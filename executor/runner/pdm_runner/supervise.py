@@ -154,6 +154,7 @@ def _new_worker():
     call started is still dying: a fork bomb) it kills the strays and tries
     again, for up to 3 s."""
     deadline = time.monotonic() + 3
+    _note_stable_paths()
     while True:
         try:
             return _Worker()
