@@ -179,14 +179,33 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
+# The filters built so far, by capabilities: the runner builds the one a
+# spare worker installs before it forks it (about a millisecond of Python),
+# so that the worker only hands it to the kernel.
+_FILTERS = {}
+
+
+def _seccomp_filter(caps):
+    """(instructions, bytes) of the filter for caps, built once."""
+    key = json.dumps(caps, sort_keys=True)
+    f = _FILTERS.get(key)
+    if f is None:
+        machine = os.uname().machine
+        if machine not in _SYSCALLS:
+            raise OSError("no seccomp table for architecture %s" % machine)
+        prog = _seccomp_program(caps, machine)
+        f = (len(prog), b"".join(struct.pack("=HBBI", c, jt, jf, k) for c, jt, jf, k in prog))
+        if len(_FILTERS) >= 16:
+            _FILTERS.clear()
+        _FILTERS[key] = f
+    return f
+
+
 def _install_seccomp(caps):
+    n, raw = _seccomp_filter(caps)
     machine = os.uname().machine
-    if machine not in _SYSCALLS:
-        raise OSError("no seccomp table for architecture %s" % machine)
-    prog = _seccomp_program(caps, machine)
-    raw = b"".join(struct.pack("=HBBI", c, jt, jf, k) for c, jt, jf, k in prog)
     buf = ctypes.create_string_buffer(raw, len(raw))
-    fprog = _SockFprog(len(prog), ctypes.cast(buf, ctypes.c_void_p))
+    fprog = _SockFprog(n, ctypes.cast(buf, ctypes.c_void_p))
     if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
     syscall = _libc.syscall

@@ -89,6 +89,12 @@ class _Runner:
         if self.worker is not None:
             self.worker.kill()
             self.worker = None
+        if self.arm is not None:
+            try:
+                caps = self.arm.get("capabilities")
+                _seccomp_filter(caps if isinstance(caps, dict) else None)
+            except (OSError, TypeError, ValueError):
+                pass  # the worker builds it, and reports what fails
         try:
             self.worker = _new_worker()
         except OSError as e:

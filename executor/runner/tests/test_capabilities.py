@@ -119,6 +119,29 @@ class FilterProgramTest(unittest.TestCase):
                         self.assertLess(i + 1 + max(jt, jf), len(prog), (machine, c, i))
 
 
+class FilterBuiltOnceTest(unittest.TestCase):
+    """The runner builds a spare worker's filter before it forks it
+    (serve.py spare): the worker finds the bytes built, the same as a
+    build of its own."""
+
+    def test_the_filter_is_built_once_per_capabilities(self):
+        caps = {"processes": False, "sockets": ["unix"], "pty": False, "native_code": False}
+        n, raw = R["_seccomp_filter"](caps)
+        machine = os.uname().machine
+        prog = R["_seccomp_program"](caps, machine)
+        self.assertEqual(n, len(prog))
+        self.assertEqual(raw, b"".join(struct.pack("=HBBI", *ins) for ins in prog))
+        self.assertIs(R["_seccomp_filter"](dict(reversed(list(caps.items()))))[1], raw)
+        other = dict(caps, processes=True)
+        self.assertNotEqual(R["_seccomp_filter"](other)[1], raw)
+        self.assertNotEqual(R["_seccomp_filter"](None)[1], raw)
+
+    def test_the_built_filters_are_bounded(self):
+        for i in range(40):
+            R["_seccomp_filter"]({"processes": False, "sockets": [], "pty": False, "native_code": False, "n": i})
+        self.assertLessEqual(len(R["_FILTERS"]), 16)
+
+
 class MessagesTest(unittest.TestCase):
     def test_denied_classes(self):
         self.assertEqual(R["_denied_classes"](None), ())
