@@ -676,7 +676,8 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 	var k *kept
 	reserved := false
 	if reuse {
-		if k, reserved = e.warm.take(ctx, req.Owner, class, need); k != nil {
+		pooled := func() bool { return pkgs == "" && pl.ready(lim, need, req.Owner) }
+		if k, reserved = e.warm.take(ctx, req.Owner, class, need, pooled); k != nil {
 			sb = k.sb
 		}
 	}

@@ -304,3 +304,64 @@ func TestFakeReuseBoundedLife(t *testing.T) {
 		})
 	}
 }
+
+// A call whose principal's kept sandbox is being reset takes a started
+// sandbox waiting in the pool (the principal holding fewer than
+// pool.max_per_principal) instead of waiting for the reset: back-to-back
+// calls then alternate between two kept sandboxes, each reset while the
+// other serves. Were the call to wait, the reset is let through at once,
+// so the call would run in the sandbox it waited for.
+func TestFakeReuseTakesThePoolWhileResetting(t *testing.T) {
+	fb := fake.New()
+	hold := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(release)
+	fb.ResetHold = hold
+	e := fakePool(t, fb, 2, config.ReusePrincipal) // max_per_principal 2
+	ctx := tctx(t, time.Minute)
+	if res, err := e.Transient(ctx, Request{Owner: "alice", Code: "print 1"}); err != nil || res.Status != "ok" {
+		t.Fatalf("first call: %+v, %v", res, err)
+	}
+	eventually(t, "alice's sandbox is being reset", func() bool {
+		e.warm.mu.Lock()
+		defer e.warm.mu.Unlock()
+		return e.warm.resets["alice"] == 1
+	})
+	eventually(t, "the pool refills", func() bool { return e.pool().idleCount() == 2 })
+	poolHits, keptHits := e.pool().hits.Load(), e.warm.hits.Load()
+	done := make(chan error, 1)
+	go func() {
+		res, err := e.Transient(ctx, Request{Owner: "alice", Code: "print 2"})
+		if err == nil && res.Status != "ok" {
+			err = errors.New("status " + res.Status)
+		}
+		done <- err
+	}()
+	var err error
+wait:
+	for {
+		select {
+		case err = <-done:
+			break wait
+		case <-time.After(time.Millisecond):
+			e.warm.mu.Lock()
+			waiting := len(e.warm.waiters["alice"])
+			e.warm.mu.Unlock()
+			if waiting > 0 {
+				release() // the call waits for the reset: let it have the sandbox
+			}
+		}
+	}
+	if err != nil {
+		t.Fatalf("second call: %v", err)
+	}
+	if got := e.pool().hits.Load() - poolHits; got != 1 {
+		t.Errorf("the second call took %d pooled sandboxes, want 1", got)
+	}
+	if got := e.warm.hits.Load() - keptHits; got != 0 {
+		t.Errorf("the second call ran in alice's sandbox being reset (%d kept hits), want the pool's", got)
+	}
+	release()
+	eventually(t, "alice keeps both sandboxes", func() bool { return e.Stats().Reuse.Idle == 2 })
+}

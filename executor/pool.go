@@ -258,6 +258,19 @@ func (p *pool) take(lim Limits, need []string, owner string) *sandbox {
 	}
 }
 
+// ready says whether an idle sandbox for a call of owner with lim that
+// has need imported waits in the pool now (take may still miss it: another
+// call can take it first).
+func (p *pool) ready(lim Limits, need []string, owner string) bool {
+	if p == nil || !p.fits(lim) {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i := pick(p.idle, need, owner)
+	return i >= 0 && coversAll(p.idle[i].modules, need)
+}
+
 // pop removes the usable idle sandbox that fits a call of owner importing
 // need best from the pool and returns it, or nil; unusable ones met on the
 // way are destroyed. A call that leaves the pool stocked holds back

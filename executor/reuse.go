@@ -109,25 +109,35 @@ func (w *warm) on() bool {
 
 // take hands out an idle sandbox of owner's that fits a call of class
 // importing need (the one with fewest other modules, most recently used
-// first). With none idle it waits for one being reset (at most
-// resetWait); then, while owner holds fewer than max_per_principal, it
-// reserves a place for the fresh sandbox the call starts (reserved true:
-// the caller calls adopt, or unreserve if it starts none). At the cap it
-// waits for one of owner's to come back: up to busyWait when all serve
-// calls, up to startupTimeout while some are still being created (a
-// fresh sandbox would only slow them down); not at all when all of
-// owner's are idle and none fits. nil: run in a fresh sandbox.
-func (w *warm) take(ctx context.Context, owner, class string, need []string) (k *kept, reserved bool) {
+// first). With none idle:
+//   - when one of owner's is being reset, it waits for that one (at most
+//     resetWait: a reset takes a few milliseconds, a new container a
+//     hundred times that), unless owner holds fewer than
+//     max_per_principal and pooled says a started sandbox that fits waits
+//     in the pool: back-to-back calls then alternate between two kept
+//     sandboxes, each reset while the other serves;
+//   - while owner holds fewer than max_per_principal, it reserves a place
+//     for the fresh sandbox the call starts (reserved true: the caller
+//     calls adopt, or unreserve if it starts none);
+//   - at the cap it waits for one of owner's to come back: up to busyWait
+//     when all serve calls, up to startupTimeout while some are still
+//     being created (a fresh sandbox would only slow them down); not at
+//     all when all of owner's are idle and none fits.
+//
+// nil: run in a fresh sandbox. pooled may be nil (no pool).
+func (w *warm) take(ctx context.Context, owner, class string, need []string, pooled func() bool) (k *kept, reserved bool) {
 	triedReset := false
 	var until time.Time // the end of the wait at the cap, once begun
 	for {
+		ready := pooled != nil && pooled() // asked outside w.mu: the pool has its own lock
 		w.mu.Lock()
 		if k := w.pop(owner, class, need); k != nil {
 			w.mu.Unlock()
 			w.hits.Add(1)
 			return k, false
 		}
-		if w.resets[owner] > 0 && !triedReset {
+		below := w.owned[owner] < w.e.config().Pool.MaxPerPrincipal
+		if w.resets[owner] > 0 && !triedReset && !(below && ready) {
 			triedReset = true
 			kw := w.enqueue(owner, class, need)
 			w.mu.Unlock()
@@ -136,7 +146,7 @@ func (w *warm) take(ctx context.Context, owner, class string, need []string) (k 
 			}
 			continue
 		}
-		if w.owned[owner] < w.e.config().Pool.MaxPerPrincipal {
+		if below {
 			w.owned[owner]++
 			w.pending[owner]++
 			w.mu.Unlock()

@@ -56,6 +56,9 @@ type Backend struct {
 	// CreateHook, when set, is called first by every Create; an error it
 	// returns is Create's.
 	CreateHook func(spec backend.Spec) error
+	// ResetHold, when set before the sandboxes are created, holds each
+	// reset request until it is closed: a reset that takes long.
+	ResetHold chan struct{}
 
 	creates, removes, locks atomic.Int64
 
@@ -125,6 +128,8 @@ type box struct {
 	stderr *broadcast
 
 	frozen atomic.Bool // drops every request, as a paused container
+
+	resetHold chan struct{} // Backend.ResetHold
 
 	mu      sync.Mutex
 	state   backend.State
@@ -208,6 +213,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (*backend.Sandb
 		return nil, fmt.Errorf("create sandbox: %w", err)
 	}
 	x := newBox(spec)
+	x.resetHold = b.ResetHold
 	b.mu.Lock()
 	b.seq++
 	x.id = fmt.Sprintf("fake-%d", b.seq)
@@ -534,6 +540,9 @@ func (x *box) run() {
 				reply.Entries = append(reply.Entries, protocol.Entry{Path: p, Size: int64(len(d))})
 			}
 		case protocol.OpReset:
+			if x.resetHold != nil {
+				<-x.resetHold
+			}
 			// As the runner's reset: nothing of the last call is left.
 			clear(globals)
 			clear(files)
