@@ -212,8 +212,10 @@ def _restore_paths(base):
                 raise _ResetFailed("%s cannot be read and its mode cannot be restored" % d)
     else:
         raise _ResetFailed("directories that cannot be read keep appearing in the writable paths")
+    touched = False
     for path in sorted((p for p in now if p not in base.paths), key=lambda p: -p.count("/")):
         _remove(path, now[path])
+        touched = True
     for path, was in base.paths.items():
         cur = now.get(path)
         if cur is None:
@@ -223,7 +225,10 @@ def _restore_paths(base):
                 os.chmod(path, was[1] & 0o7777)
             except OSError:
                 raise _ResetFailed("%s's mode cannot be restored" % path)
-    after = _walk(base.mounts)
+            touched = True
+    # Nothing runs but this process: with nothing removed or changed, a
+    # second walk would see what the first saw.
+    after = _walk(base.mounts) if touched else now
     for path in sorted(set(after) | set(base.paths)):
         if after.get(path) != base.paths.get(path):
             what = "appeared" if path not in base.paths else "was removed" if path not in after else "changed"

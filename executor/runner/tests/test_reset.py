@@ -99,6 +99,26 @@ class RestoreTest(unittest.TestCase):
     def test_nothing_left_is_a_no_op(self):
         self.assertEqual(self.R["_restore_paths"](self.base), len(self.base.paths))
 
+    def walks(self):
+        walk, n = self.R["_walk"], []
+
+        def counted(*a, **k):
+            n.append(1)
+            return walk(*a, **k)
+        self.R["_walk"] = counted
+        self.addCleanup(self.R.__setitem__, "_walk", walk)
+        return n
+
+    def test_nothing_left_walks_once_and_a_restoration_is_walked_again(self):
+        n = self.walks()
+        self.R["_restore_paths"](self.base)
+        self.assertEqual(len(n), 1, "with nothing to put back, the first walk is the check")
+        os.chmod(self.path("kept"), 0o500)
+        del n[:]
+        self.R["_restore_paths"](self.base)
+        self.assertEqual(len(n), 2, "what was put back is checked by a second walk")
+        self.assertEqual(self.R["_walk"]([self.dir]), self.base.paths)
+
 
 class ReseedTest(unittest.TestCase):
     def test_each_worker_draws_its_own_stream(self):
