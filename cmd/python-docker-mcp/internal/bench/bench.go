@@ -516,6 +516,11 @@ func (b *bencher) run(ctx context.Context) (rep *benchReport, err error) {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("latency scenarios pause %v between calls", b.opts.Interval))
 	default:
 		rep.Notes = append(rep.Notes, "latency scenarios issue calls back to back (-interval 0)")
+	}
+	if needServer {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("latency scenarios: after the warm-up calls the bench waits until the machine's CPUs are less than %.0f%% busy over %v (at most %v), so that what the warm-up started in the background (the pool's refills) is not counted in the calls", settleBusy*100, settleFor, settleMax))
+	}
+	if needServer && b.opts.Interval == 0 {
 		if b.cfg.Pool.Enabled {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("back-to-back transient calls can empty the warm pool (pool.size=%d) faster than it refills; -interval spaces them to measure a call that finds a sandbox waiting", b.cfg.Pool.Size))
 		}
@@ -758,6 +763,40 @@ func (b *bencher) pause(ctx context.Context) error {
 	}
 }
 
+// settleBusy, settleFor and settleMax: after a latency scenario's
+// warm-up, the bench waits until the machine's CPUs were less than
+// settleBusy busy over settleFor (what the warm-up started in the
+// background, such as the pool's refills, has finished), at most
+// settleMax. The counted calls then measure the calls themselves.
+const (
+	settleBusy = 0.25
+	settleFor  = 500 * time.Millisecond
+	settleMax  = 20 * time.Second
+)
+
+// settle waits as settleBusy says; the log tells how long it waited.
+func (b *bencher) settle(ctx context.Context) error {
+	t0 := time.Now()
+	for time.Since(t0) < settleMax {
+		busy0, ok := machineBusy()
+		if !ok {
+			return nil // no /proc/stat: nothing to wait by
+		}
+		w0 := time.Now()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(settleFor):
+		}
+		busy1, _ := machineBusy()
+		if float64(busy1-busy0)/float64(time.Since(w0)*time.Duration(runtime.NumCPU())) < settleBusy {
+			break
+		}
+	}
+	b.logf("settled after %v", time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
 func (b *bencher) callFailed(err error) error {
 	if errors.Is(err, context.Canceled) {
 		return benchFail(exitFail, "interrupted")
@@ -772,6 +811,9 @@ func (b *bencher) latencyScenario(ctx context.Context, rep *benchReport, key, to
 		if _, _, _, err := b.call(ctx, tool, args, want); err != nil {
 			return b.callFailed(err)
 		}
+	}
+	if err := b.settle(ctx); err != nil {
+		return err
 	}
 	var lat, codeMS []float64
 	for range b.opts.N {
@@ -807,6 +849,9 @@ func (b *bencher) persistentScenario(ctx context.Context, rep *benchReport) erro
 		if _, _, _, err := b.call(ctx, "execute-persistent", args, printWant); err != nil {
 			return b.callFailed(err)
 		}
+	}
+	if err := b.settle(ctx); err != nil {
+		return err
 	}
 	var lat, codeMS, over []float64
 	for range b.opts.N {
