@@ -74,8 +74,8 @@ const richReplyLimit = protocol.MaxRichTotalBytes*4/3 + protocol.MaxRich*256 + p
 func (e *Executor) runReplyLimit() int64 { return e.config().runReplyLimit() }
 
 // readReplyLimit caps a read answer: the file as base64.
-func (e *Executor) readReplyLimit() int64 {
-	return e.readCap()*4/3 + replySlack
+func (c *Config) readReplyLimit() int64 {
+	return c.FileLimits().ReadChunk*4/3 + replySlack
 }
 
 // clipText keeps at most max bytes of s: its head and tail around a
