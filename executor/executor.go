@@ -628,8 +628,6 @@ func (c *Config) outputCap() int64 {
 	return 1 << 20
 }
 
-func (e *Executor) outputCap() int64 { return e.config().outputCap() }
-
 // modules are the rules the import guard gets: the request's as they are
 // (the decision merged the configuration's), the configuration's when the
 // request carries none.
