@@ -278,8 +278,7 @@ type Executor struct {
 	mu       sync.Mutex
 	closed   bool
 	live     map[string]*sandbox
-	sessions map[string]*session
-	tombs    map[string]tomb
+	sessions *sessions                 // persistent sessions, under their own lock (session.go)
 	owners   map[string]*ownerPackages // transient package volumes by owner
 	// unremoved are containers whose removal failed, retried by the reaper.
 	unremoved map[string]bool
@@ -341,8 +340,6 @@ func newExecutor(ctx context.Context, cfg Config, b backend.Backend, log *slog.L
 		pid:       os.Getpid(),
 		host:      host,
 		live:      map[string]*sandbox{},
-		sessions:  map[string]*session{},
-		tombs:     map[string]tomb{},
 		owners:    map[string]*ownerPackages{},
 		unremoved: map[string]bool{},
 		stop:      make(chan struct{}),
@@ -362,6 +359,7 @@ func newExecutor(ctx context.Context, cfg Config, b backend.Backend, log *slog.L
 	if sh, ok := b.(backend.Shared); ok && e.liveness != nil {
 		e.shared = sh
 	}
+	e.sessions = newSessions(e, log, e.instance, e.shared)
 	if n, err := e.reapOrphans(ctx); err != nil {
 		if e.releaseLive != nil {
 			e.releaseLive(context.WithoutCancel(ctx))
@@ -372,7 +370,15 @@ func newExecutor(ctx context.Context, cfg Config, b backend.Backend, log *slog.L
 		log.Info("removed leftover sandboxes", "count", n)
 	}
 	liveInstances.Store(e.instance, true)
-	go e.reaper()
+	go func() {
+		defer close(e.done)
+		e.sessions.reaper(e.stop, func() {
+			if e.warm != nil {
+				e.warm.expire()
+			}
+			e.retryRemovals()
+		})
+	}()
 	if e.liveness != nil {
 		e.bg.Add(1)
 		go func() {
@@ -414,15 +420,9 @@ func (e *Executor) reapOrphans(ctx context.Context) (int, error) {
 	owners := e.newOwnerCheck(ctx)
 	// A session's sandbox outlives the server that started it when a
 	// session record names it: the records' expiry decides its end.
-	named := map[string]bool{}
-	if e.shared != nil {
-		recs, err := e.shared.Sessions(ctx, "")
-		if err != nil {
-			return 0, fmt.Errorf("list session records: %w", err)
-		}
-		for _, r := range recs {
-			named[r.Sandbox] = true
-		}
+	named, err := e.sessions.recorded(ctx)
+	if err != nil {
+		return 0, err
 	}
 	n := 0
 	for _, c := range list {
@@ -507,15 +507,8 @@ func (e *Executor) Close(ctx context.Context) error {
 	for _, sb := range e.live {
 		all = append(all, sb)
 	}
-	var sessions []*session
-	for _, s := range e.sessions {
-		sessions = append(sessions, s)
-	}
-	e.sessions = map[string]*session{}
 	e.mu.Unlock()
-	if e.shared != nil {
-		e.releaseAllKept(sessions)
-	}
+	e.sessions.close()
 	<-e.done
 	var wg sync.WaitGroup
 	for _, sb := range all {
@@ -634,8 +627,6 @@ func (c *Config) outputCap() int64 {
 	}
 	return 1 << 20
 }
-
-func (e *Executor) outputCap() int64 { return e.config().outputCap() }
 
 // modules are the rules the import guard gets: the request's as they are
 // (the decision merged the configuration's), the configuration's when the

@@ -220,9 +220,9 @@ func TestFakeStateLost(t *testing.T) {
 				t.Errorf("Imported for another owner = %v, want none", got)
 			}
 			if tc.remove {
-				e.mu.Lock()
-				id := e.sessions[sid].sb.id
-				e.mu.Unlock()
+				e.sessions.mu.Lock()
+				id := e.sessions.byID[sid].sb.id
+				e.sessions.mu.Unlock()
 				if err := fb.Remove(ctx, id); err != nil {
 					t.Fatal(err)
 				}

@@ -344,7 +344,8 @@ func TestFakeCloseEndsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := tctx(t, time.Minute)
-	if _, _, err := e.Persistent(ctx, "", Request{Owner: "o", Code: "set a 1"}); err != nil {
+	_, sid, err := e.Persistent(ctx, "", Request{Owner: "o", Code: "set a 1"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	running := make(chan error, 1)
@@ -362,6 +363,17 @@ func TestFakeCloseEndsEverything(t *testing.T) {
 	<-running
 	if _, err := e.Transient(ctx, Request{Code: "print x"}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Transient after Close: %v, want ErrClosed", err)
+	}
+	for _, id := range []string{sid, ""} {
+		if _, _, err := e.Persistent(ctx, id, Request{Owner: "o", Code: "print a"}); !errors.Is(err, ErrClosed) {
+			t.Errorf("Persistent(%q) after Close: %v, want ErrClosed", id, err)
+		}
+	}
+	if got := e.Sessions("o"); len(got) != 0 {
+		t.Errorf("Sessions after Close: %v, want none", got)
+	}
+	if n := e.Stats().Sessions; n != 0 {
+		t.Errorf("Stats().Sessions after Close: %d, want 0", n)
 	}
 }
 

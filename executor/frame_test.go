@@ -120,7 +120,7 @@ func TestCapResult(t *testing.T) {
 		State:  []byte(`{"a":"` + strings.Repeat("s", 1000) + `"}`),
 		Images: images, Files: files, DroppedState: make([]Dropped, 5000),
 	}
-	e.capResult(r, true)
+	e.config().capResult(r, true)
 	if len(r.Stdout) > 1000+truncationSlack || !r.StdoutTruncated || !strings.Contains(r.Stdout, "bytes dropped") {
 		t.Errorf("stdout: %d bytes, truncated %v", len(r.Stdout), r.StdoutTruncated)
 	}
@@ -151,7 +151,7 @@ func TestCapResult(t *testing.T) {
 	}
 
 	r = &runnerResponse{Status: "ok", Error: &RunError{Type: "X", Message: strings.Repeat("m", 1<<20), Line: -3}, State: []byte(`{"a":1}`)}
-	e.capResult(r, false)
+	e.config().capResult(r, false)
 	if len(r.Error.Message) > maxErrorText+truncationSlack || r.Error.Line != 0 || r.State != nil {
 		t.Errorf("persistent reply: message %d bytes, line %d, state %q", len(r.Error.Message), r.Error.Line, r.State)
 	}
@@ -187,7 +187,7 @@ func FuzzReadFrame(f *testing.F) {
 			if resp.ID != 1 || resp.Nonce != "n" {
 				t.Fatalf("decoded a reply for %d/%q", resp.ID, resp.Nonce)
 			}
-			e.capResult(resp, true)
+			e.config().capResult(resp, true)
 		}
 	})
 }

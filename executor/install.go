@@ -262,19 +262,15 @@ func installerContainer(c Config, lim Limits, meta sandboxMeta, cmd []string) ba
 // policy's package.max_per_session judges. Unknown and foreign sessions
 // fail with ErrUnknownSession. Safe for concurrent use.
 func (e *Executor) Installed(owner, sessionID string) (int, error) {
+	if sessionID != "" {
+		return e.sessions.installed(owner, sessionID)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if sessionID == "" {
-		if op := e.owners[owner]; op != nil {
-			return len(op.installed), nil
-		}
-		return 0, nil
+	if op := e.owners[owner]; op != nil {
+		return len(op.installed), nil
 	}
-	s, ok := e.sessions[sessionID]
-	if !ok || s.owner != owner || s.closed {
-		return 0, fmt.Errorf("%w: %q", ErrUnknownSession, sessionID)
-	}
-	return len(s.packages), nil
+	return 0, nil
 }
 
 // Install installs one package and the dependencies it lacks (resolved,
@@ -312,10 +308,10 @@ func (e *Executor) Install(ctx context.Context, req InstallRequest) (*InstallRes
 	var s *session
 	if req.SessionID != "" {
 		var err error
-		if s, err = e.acquire(ctx, req.Owner, req.SessionID, req.progress); err != nil {
+		if s, err = e.sessions.acquire(ctx, req.Owner, req.SessionID, req.progress); err != nil {
 			return nil, err
 		}
-		defer e.release(s, true)
+		defer e.sessions.release(s, true)
 		meta.Packages = sessionVolume(s.id)
 	} else {
 		e.mu.Lock()
@@ -341,10 +337,12 @@ func (e *Executor) Install(ctx context.Context, req InstallRequest) (*InstallRes
 	if err != nil || res.Status != "ok" || len(res.Packages) == 0 {
 		return res, err
 	}
-	e.mu.Lock()
 	if s != nil {
-		s.packages = append(s.packages, req.Name+req.Specifier)
-	} else if op := e.owners[req.Owner]; op != nil {
+		e.sessions.addPackage(s, req.Name+req.Specifier)
+		return res, nil
+	}
+	e.mu.Lock()
+	if op := e.owners[req.Owner]; op != nil {
 		op.installed = append(op.installed, req.Name+req.Specifier)
 	}
 	e.mu.Unlock()
@@ -580,15 +578,6 @@ func (e *Executor) removeVolume(name string) {
 	if err := pk.RemoveVolume(ctx, name); err != nil {
 		e.log.Warn("remove volume", "volume", name, "err", err)
 	}
-}
-
-// sessionGone says whether no live session uses a persistent sandbox's
-// package volume any more.
-func (e *Executor) sessionGone(id string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	s, ok := e.sessions[id]
-	return !ok || s.closed
 }
 
 // reapVolumes removes package volumes, and the standard library volumes

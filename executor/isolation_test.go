@@ -142,7 +142,7 @@ for fd in range(1, 64):
 		if res.Result != nil && *res.Result == "666" {
 			t.Errorf("forged result accepted")
 		}
-		if n := int64(len(res.Stdout) + len(res.Stderr)); n > 2*e.outputCap()+1024 {
+		if n := int64(len(res.Stdout) + len(res.Stderr)); n > 2*e.config().outputCap()+1024 {
 			t.Errorf("output of %d bytes, want at most twice the output cap", n)
 		}
 		if grew > 100<<20 {

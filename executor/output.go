@@ -19,8 +19,6 @@ func (c *Config) retainCap() int64 {
 	return max(int64(c.Outputs.MaxStreamBytes), c.outputCap())
 }
 
-func (e *Executor) retainCap() int64 { return e.config().retainCap() }
-
 // runnerDropped matches the marker the runner puts where it dropped the
 // middle of a stream.
 var runnerDropped = regexp.MustCompile(`\n\.\.\. \[(\d+) bytes dropped\] \.\.\.\n`)
@@ -77,7 +75,7 @@ type WorkspaceFile struct {
 // keepSmallFiles reads the small files a transient run wrote into
 // res.FileData, in res.Files order, skipping those that are too large.
 func (e *Executor) keepSmallFiles(ctx context.Context, sb *sandbox, res *Result) {
-	budget := min(e.outputCap(), int64(maxKeptFileBytes)*maxKeptFiles)
+	budget := min(e.config().outputCap(), int64(maxKeptFileBytes)*maxKeptFiles)
 	for _, f := range res.Files {
 		if len(res.FileData) >= maxKeptFiles || budget <= 0 || sb.dead.Load() || ctx.Err() != nil {
 			return

@@ -44,16 +44,12 @@ func (c *Config) stateCap() int64 {
 	return 1 << 20
 }
 
-func (e *Executor) stateCap() int64 { return e.config().stateCap() }
-
 func (c *Config) imageCap() int64 {
 	if v := int64(c.Limits.MaxImageBytes); v > 0 {
 		return v
 	}
 	return 4 << 20
 }
-
-func (e *Executor) imageCap() int64 { return e.config().imageCap() }
 
 // runReplyLimit is the largest run reply the server reads: the sum of the
 // configured caps (stdout, stderr and the result at the retained output
@@ -71,11 +67,9 @@ func (c *Config) runReplyLimit() int64 {
 // each item's and each dropped entry's fields.
 const richReplyLimit = protocol.MaxRichTotalBytes*4/3 + protocol.MaxRich*256 + protocol.MaxRichDropped*2048
 
-func (e *Executor) runReplyLimit() int64 { return e.config().runReplyLimit() }
-
 // readReplyLimit caps a read answer: the file as base64.
-func (e *Executor) readReplyLimit() int64 {
-	return e.readCap()*4/3 + replySlack
+func (c *Config) readReplyLimit() int64 {
+	return c.FileLimits().ReadChunk*4/3 + replySlack
 }
 
 // clipText keeps at most max bytes of s: its head and tail around a
@@ -203,8 +197,6 @@ func (c *Config) capResult(r *runnerResponse, transient bool) {
 	}
 	r.Files = files
 }
-
-func (e *Executor) capResult(r *runnerResponse, transient bool) { e.config().capResult(r, transient) }
 
 // capRich re-applies the bounds of rich representations (see
 // protocol.Rich) to r, in place: an item of an unknown type or with text

@@ -41,7 +41,7 @@ func TestCapRich(t *testing.T) {
 			Why: protocol.RichFailed, Error: strings.Repeat("e", 5000)}},
 		Images: []Image{{PNG: make([]byte, 300)}, {PNG: make([]byte, 500)}}, // 600+300 fit, 500 more do not
 	}
-	e.capResult(r, true)
+	e.config().capResult(r, true)
 	var kept []int
 	for _, it := range r.Rich {
 		kept = append(kept, it.N)
@@ -74,7 +74,7 @@ func TestCapRich(t *testing.T) {
 		many = append(many, html(i+1, 10))
 	}
 	r = &runnerResponse{Status: "ok", Rich: many}
-	e.capResult(r, true)
+	e.config().capResult(r, true)
 	if len(r.Rich) != protocol.MaxRich || len(r.RichDropped) != 3 || r.RichDropped[0].Why != protocol.RichOverCount || r.RichDropped[0].Limit != protocol.MaxRich {
 		t.Errorf("%d items, dropped %+v; want %d kept and 3 named over_count", len(r.Rich), r.RichDropped, protocol.MaxRich)
 	}

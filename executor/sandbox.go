@@ -109,6 +109,25 @@ func (e *Executor) start(ctx context.Context, meta sandboxMeta, lim Limits) (_ *
 	return sb, err
 }
 
+// StartAllowance is how long a sandbox start may take on top of the call's
+// timeout: a call with timeout T waits at most T + StartAllowance for its
+// sandbox to become ready (and never more than the executor's own startup
+// cap of 60 s), then fails with an error that says so.
+const StartAllowance = 20 * time.Second
+
+// startWithin starts a sandbox, waiting at most runTimeout+StartAllowance.
+func (e *Executor) startWithin(ctx context.Context, meta sandboxMeta, lim Limits, runTimeout time.Duration) (*sandbox, error) {
+	budget := runTimeout + StartAllowance
+	sctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	sb, err := e.start(sctx, meta, lim)
+	if err != nil && ctx.Err() == nil && sctx.Err() != nil {
+		return nil, fmt.Errorf("start sandbox: the sandbox was not ready within %s (the call's timeout %s plus a start allowance of %s); the Docker daemon may be busy, try again: %w",
+			budget, runTimeout, StartAllowance, err)
+	}
+	return sb, err
+}
+
 // startWith is start; with tree, the sandbox may mount the backend's copy
 // of the interpreter tree (see backend.Tree), and mounted says it did.
 func (e *Executor) startWith(ctx context.Context, meta sandboxMeta, lim Limits, tree bool) (_ *sandbox, mounted bool, _ error) {
@@ -123,10 +142,12 @@ func (e *Executor) startWith(ctx context.Context, meta sandboxMeta, lim Limits, 
 	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
 	spec := sandboxSpec(e.config().Docker, lim, meta)
-	shared := e.sharesSessions(meta.Kind)
+	// On a Shared backend, persistent sandboxes (sessions', and the pool's
+	// for new sessions) are shared between servers (shared.go).
+	shared := e.shared != nil && meta.Kind == KindPersistent
 	if shared {
 		spec.Detachable = true
-		if d := e.idleExit(); d > 0 {
+		if d := e.config().idleExit(); d > 0 {
 			spec.Env = append(spec.Env, fmt.Sprintf("PDM_IDLE_EXIT=%d", int64(d/time.Second)))
 		}
 	}
@@ -329,7 +350,7 @@ func (e *Executor) wrap(box *backend.Sandbox, meta sandboxMeta, lim Limits, shar
 	if shared {
 		// Another server's reply may be as large as any reply: it is
 		// read (and dropped), so the stream stays in step.
-		max := e.maxReplyLimit()
+		max := e.config().maxReplyLimit()
 		limit = func() int64 { return max }
 	}
 	go io.Copy(sb.stderr, box.Stderr)
@@ -398,9 +419,22 @@ func (e *Executor) destroy(sb *sandbox) {
 		// A persistent sandbox's package volume goes with its session
 		// (Cleanup, expiry, Close, or a pooled sandbox never taken); a
 		// restart of a live session keeps it.
-		if sb.meta.Kind == KindPersistent && sb.meta.Packages != "" && e.sessionGone(sb.meta.Session) {
+		if sb.meta.Kind == KindPersistent && sb.meta.Packages != "" && e.sessions.gone(sb.meta.Session) {
 			e.removeVolume(sb.meta.Packages)
 		}
+	})
+}
+
+// detach ends this server's attach stream to a sandbox without removing
+// the sandbox (other servers may use it).
+func (e *Executor) detach(sb *sandbox) {
+	sb.dead.Store(true)
+	sb.once.Do(func() {
+		close(sb.quit)
+		if sb.box != nil {
+			sb.box.Close()
+		}
+		e.untrack(sb)
 	})
 }
 

@@ -26,21 +26,14 @@ import (
 // request); sessions expire by their record, whichever server's reaper
 // sees that first; a server that closes detaches from them.
 
-// sharesSessions says whether sandboxes of kind are shared between servers:
-// persistent ones (sessions, and the pool's sandboxes for new sessions) on
-// a Shared backend.
-func (e *Executor) sharesSessions(kind string) bool {
-	return e.shared != nil && kind == KindPersistent
-}
-
 // idleExit is how long a shared session sandbox's runner waits for a
 // request before it ends itself: past the session's idle TTL or max
 // lifetime (by then a reaper has removed it) plus a margin, so that it
 // does not outlive every server by long. Zero (sessions never expire)
 // disables it.
-func (e *Executor) idleExit() time.Duration {
-	d := e.config().Sessions.IdleTTL.D()
-	if life := e.config().Sessions.MaxLifetime.D(); life > 0 && (d <= 0 || life < d) {
+func (c *Config) idleExit() time.Duration {
+	d := c.Sessions.IdleTTL.D()
+	if life := c.Sessions.MaxLifetime.D(); life > 0 && (d <= 0 || life < d) {
 		d = life
 	}
 	if d <= 0 {
@@ -51,8 +44,8 @@ func (e *Executor) idleExit() time.Duration {
 
 // maxReplyLimit is the largest reply any request may get: what a shared
 // sandbox's reader accepts, since it reads other servers' replies too.
-func (e *Executor) maxReplyLimit() int64 {
-	return max(e.runReplyLimit(), e.readReplyLimit(), int64(listReplyLimit), int64(preloadReplyLimit), int64(idleFrameLimit))
+func (c *Config) maxReplyLimit() int64 {
+	return max(c.runReplyLimit(), c.readReplyLimit(), int64(listReplyLimit), int64(preloadReplyLimit), int64(idleFrameLimit))
 }
 
 // Meta keys of a session record.
@@ -82,11 +75,11 @@ func callHash(owner, key string) string {
 // began already: then the call is not run again (ErrAlreadyRan, or
 // ErrOutcomeUnknown when the server that ran it died mid-call). Only on
 // shared sessions; nil elsewhere.
-func (e *Executor) claimCall(ctx context.Context, s *session, owner, key string) error {
-	e.mu.Lock()
+func (m *sessions) claimCall(ctx context.Context, s *session, owner, key string) error {
+	m.mu.Lock()
 	lk := s.lock
-	e.mu.Unlock()
-	if e.shared == nil || lk == nil {
+	m.mu.Unlock()
+	if m.shared == nil || lk == nil {
 		return nil
 	}
 	h := callHash(owner, key)
@@ -114,18 +107,18 @@ func limitsMeta(l Limits) map[string]string {
 
 // recordLimits reads a record's limits; missing ones take the configured
 // defaults.
-func (e *Executor) recordLimits(m map[string]string) Limits {
-	lim, _ := resolveLimits(e.config().Docker, Limits{})
-	if v, err := strconv.ParseInt(m[metaMemory], 10, 64); err == nil && v > 0 {
+func (m *sessions) recordLimits(meta map[string]string) Limits {
+	lim, _ := resolveLimits(m.core.config().Docker, Limits{})
+	if v, err := strconv.ParseInt(meta[metaMemory], 10, 64); err == nil && v > 0 {
 		lim.Memory = v
 	}
-	if v, err := strconv.ParseFloat(m[metaCPUs], 64); err == nil && v > 0 {
+	if v, err := strconv.ParseFloat(meta[metaCPUs], 64); err == nil && v > 0 {
 		lim.CPUs = v
 	}
-	if v, err := strconv.ParseInt(m[metaPids], 10, 64); err == nil && v > 0 {
+	if v, err := strconv.ParseInt(meta[metaPids], 10, 64); err == nil && v > 0 {
 		lim.Pids = v
 	}
-	if v, ok := m[metaRuntime]; ok {
+	if v, ok := meta[metaRuntime]; ok {
 		lim.Runtime = v
 	}
 	return lim
@@ -133,12 +126,12 @@ func (e *Executor) recordLimits(m map[string]string) Limits {
 
 // expiryAt is when a session created and last used at these times ends
 // (zero: never).
-func (e *Executor) expiryAt(created, lastUsed time.Time) time.Time {
+func (m *sessions) expiryAt(created, lastUsed time.Time) time.Time {
 	exp := time.Time{}
-	if ttl := e.config().Sessions.IdleTTL.D(); ttl > 0 {
+	if ttl := m.core.config().Sessions.IdleTTL.D(); ttl > 0 {
 		exp = lastUsed.Add(ttl)
 	}
-	if life := e.config().Sessions.MaxLifetime.D(); life > 0 {
+	if life := m.core.config().Sessions.MaxLifetime.D(); life > 0 {
 		if end := created.Add(life); exp.IsZero() || end.Before(exp) {
 			exp = end
 		}
@@ -146,8 +139,8 @@ func (e *Executor) expiryAt(created, lastUsed time.Time) time.Time {
 	return exp
 }
 
-func (e *Executor) recordExpired(r backend.SessionRecord, now time.Time) bool {
-	exp := e.expiryAt(r.Created, r.LastUsed)
+func (m *sessions) recordExpired(r backend.SessionRecord, now time.Time) bool {
+	exp := m.expiryAt(r.Created, r.LastUsed)
 	return !exp.IsZero() && now.After(exp)
 }
 
@@ -159,11 +152,11 @@ func sharedCtx() (context.Context, context.CancelFunc) {
 
 // countShared checks sessions.max_per_owner and max_total against the
 // records of every server.
-func (e *Executor) countShared(ctx context.Context, owner string) error {
-	if e.config().Sessions.MaxPerOwner <= 0 && e.config().Sessions.MaxTotal <= 0 {
+func (m *sessions) countShared(ctx context.Context, owner string) error {
+	if m.core.config().Sessions.MaxPerOwner <= 0 && m.core.config().Sessions.MaxTotal <= 0 {
 		return nil
 	}
-	recs, err := e.shared.Sessions(ctx, "")
+	recs, err := m.shared.Sessions(ctx, "")
 	if err != nil {
 		return fmt.Errorf("count sessions: %w", err)
 	}
@@ -173,10 +166,10 @@ func (e *Executor) countShared(ctx context.Context, owner string) error {
 			mine++
 		}
 	}
-	if max := e.config().Sessions.MaxPerOwner; max > 0 && mine >= max {
+	if max := m.core.config().Sessions.MaxPerOwner; max > 0 && mine >= max {
 		return fmt.Errorf("%w: you have %d sessions, the maximum per owner (sessions.max_per_owner); clean one up first", ErrTooManySessions, mine)
 	}
-	if max := e.config().Sessions.MaxTotal; max > 0 && len(recs) >= max {
+	if max := m.core.config().Sessions.MaxTotal; max > 0 && len(recs) >= max {
 		return fmt.Errorf("%w: the servers hold %d sessions, their maximum (sessions.max_total); try again later", ErrTooManySessions, len(recs))
 	}
 	return nil
@@ -184,28 +177,28 @@ func (e *Executor) countShared(ctx context.Context, owner string) error {
 
 // recordSession stores a new session's record, held by this server for
 // the call that starts it.
-func (e *Executor) recordSession(ctx context.Context, s *session) error {
-	e.mu.Lock()
+func (m *sessions) recordSession(ctx context.Context, s *session) error {
+	m.mu.Lock()
 	rec := backend.SessionRecord{ID: s.id, Owner: s.owner, Created: s.created, LastUsed: s.lastUsed, Meta: limitsMeta(s.lim)}
 	if s.sb != nil {
 		rec.Sandbox = s.sb.id
 		s.target = s.sb.id
 		s.sb.recorded.Store(true)
 	}
-	e.mu.Unlock()
-	lk, err := e.shared.CreateSession(ctx, rec, e.instance)
+	m.mu.Unlock()
+	lk, err := m.shared.CreateSession(ctx, rec, m.instance)
 	if err != nil {
 		return fmt.Errorf("record the session: %w", err)
 	}
-	e.mu.Lock()
+	m.mu.Lock()
 	s.lock = lk
-	e.mu.Unlock()
+	m.mu.Unlock()
 	return nil
 }
 
 // record finds the record of owner's session id among owner's records.
-func (e *Executor) record(ctx context.Context, owner, id string) (backend.SessionRecord, bool, error) {
-	recs, err := e.shared.Sessions(ctx, owner)
+func (m *sessions) record(ctx context.Context, owner, id string) (backend.SessionRecord, bool, error) {
+	recs, err := m.shared.Sessions(ctx, owner)
 	if err != nil {
 		return backend.SessionRecord{}, false, err
 	}
@@ -220,20 +213,20 @@ func (e *Executor) record(ctx context.Context, owner, id string) (backend.Sessio
 // findShared makes a local session of the record of owner's session id,
 // which another server started. It fails like acquire for unknown and
 // foreign ids.
-func (e *Executor) findShared(ctx context.Context, owner, id string) error {
-	r, found, err := e.record(ctx, owner, id)
+func (m *sessions) findShared(ctx context.Context, owner, id string) error {
+	r, found, err := m.record(ctx, owner, id)
 	if err != nil {
 		return fmt.Errorf("find session %s: %w", id, err)
 	}
 	if found {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		if e.closed {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.closed {
 			return ErrClosed
 		}
-		if _, ok := e.sessions[id]; !ok {
-			e.sessions[id] = &session{id: id, owner: owner, created: r.Created, lastUsed: r.LastUsed,
-				lim: e.recordLimits(r.Meta), sem: make(chan struct{}, 1), target: r.Sandbox}
+		if _, ok := m.byID[id]; !ok {
+			m.byID[id] = &session{id: id, owner: owner, created: r.Created, lastUsed: r.LastUsed,
+				lim: m.recordLimits(r.Meta), sem: make(chan struct{}, 1), target: r.Sandbox}
 		}
 		return nil
 	}
@@ -247,40 +240,40 @@ func (e *Executor) findShared(ctx context.Context, owner, id string) error {
 var holdGrace = 10 * time.Millisecond
 
 // keepShared keeps the lock of a call that ended for holdGrace, then
-// releases it in the background. e.mu is held.
-func (e *Executor) keepShared(s *session, lk backend.SessionLock) {
+// releases it in the background. m.mu is held.
+func (m *sessions) keepShared(s *session, lk backend.SessionLock) {
 	s.kept = lk
-	s.keptTimer = time.AfterFunc(holdGrace, func() { e.releaseKept(s, lk) })
+	s.keptTimer = time.AfterFunc(holdGrace, func() { m.releaseKept(s, lk) })
 }
 
 // releaseKept releases lk if it is still s's kept lock.
-func (e *Executor) releaseKept(s *session, lk backend.SessionLock) {
-	e.mu.Lock()
+func (m *sessions) releaseKept(s *session, lk backend.SessionLock) {
+	m.mu.Lock()
 	if s.kept != lk {
-		e.mu.Unlock()
+		m.mu.Unlock()
 		return
 	}
 	s.kept, s.keptTimer = nil, nil
 	done := make(chan struct{})
 	s.releasing = done
-	e.mu.Unlock()
-	e.unlockShared(s, lk)
+	m.mu.Unlock()
+	m.unlockShared(s, lk)
 	close(done)
 }
 
 // releaseAllKept releases every kept lock now (Close: other servers must
 // not wait for this one's holds to go stale).
-func (e *Executor) releaseAllKept(sessions []*session) {
+func (m *sessions) releaseAllKept(sessions []*session) {
 	for _, s := range sessions {
-		e.mu.Lock()
+		m.mu.Lock()
 		lk, t, rel := s.kept, s.keptTimer, s.releasing
 		s.kept, s.keptTimer = nil, nil
-		e.mu.Unlock()
+		m.mu.Unlock()
 		if t != nil {
 			t.Stop()
 		}
 		if lk != nil {
-			e.unlockShared(s, lk)
+			m.unlockShared(s, lk)
 		}
 		if rel != nil {
 			<-rel
@@ -293,19 +286,19 @@ func (e *Executor) releaseAllKept(sessions []*session) {
 // expiry is ended now. A record naming another sandbox than the one this
 // server is attached to (another server restarted the interpreter) makes
 // sessionSandbox attach to that one.
-func (e *Executor) lockShared(ctx context.Context, s *session) error {
-	e.mu.Lock()
+func (m *sessions) lockShared(ctx context.Context, s *session) error {
+	m.mu.Lock()
 	if lk := s.kept; lk != nil {
 		// The last call's lock, not released yet: go on holding it.
 		s.kept = nil
 		s.keptTimer.Stop()
 		s.keptTimer = nil
 		s.lock = lk
-		e.mu.Unlock()
+		m.mu.Unlock()
 		return nil
 	}
 	rel := s.releasing
-	e.mu.Unlock()
+	m.mu.Unlock()
 	if rel != nil {
 		select { // the release in flight comes first
 		case <-rel:
@@ -313,9 +306,9 @@ func (e *Executor) lockShared(ctx context.Context, s *session) error {
 			return fmt.Errorf("session %s: %w", s.id, ctx.Err())
 		}
 	}
-	lk, err := e.shared.LockSession(ctx, s.id, e.instance)
+	lk, err := m.shared.LockSession(ctx, s.id, m.instance)
 	if errors.Is(err, backend.ErrNotFound) {
-		e.forget(s)
+		m.forget(s)
 		return fmt.Errorf("%w: %q ended (cleaned up, or expired after its idle TTL or max lifetime); omit the session id to start a new session", ErrUnknownSession, s.id)
 	}
 	if err != nil {
@@ -323,67 +316,67 @@ func (e *Executor) lockShared(ctx context.Context, s *session) error {
 	}
 	rec := lk.Record()
 	if rec.TakenOver != "" {
-		e.log.Warn("took over a session from a server that stopped mid-call (its hold went stale); that call may have run", "session", s.id, "server", rec.TakenOver)
-		e.mu.Lock()
+		m.log.Warn("took over a session from a server that stopped mid-call (its hold went stale); that call may have run", "session", s.id, "server", rec.TakenOver)
+		m.mu.Lock()
 		s.interrupted = rec.TakenOver
-		e.mu.Unlock()
+		m.mu.Unlock()
 		if c := rec.Meta[metaCall]; c != "" && rec.Meta[metaInterrupted] != c {
 			// A retry of that call with its key learns it may have run.
 			if err := lk.SetMeta(ctx, map[string]string{metaInterrupted: c}); err != nil {
-				e.log.Warn("recording the interrupted call in the session's record failed", "session", s.id, "error", err)
+				m.log.Warn("recording the interrupted call in the session's record failed", "session", s.id, "error", err)
 			}
 		}
 	}
-	if e.recordExpired(rec, time.Now()) {
-		e.endShared(s, lk, rec)
-		return fmt.Errorf("%w: session %s ended at %s after its idle TTL or max lifetime; start a new session", ErrExpiredSession, s.id, e.expiryAt(rec.Created, rec.LastUsed).UTC().Format(time.RFC3339))
+	if m.recordExpired(rec, time.Now()) {
+		m.endShared(s, lk, rec)
+		return fmt.Errorf("%w: session %s ended at %s after its idle TTL or max lifetime; start a new session", ErrExpiredSession, s.id, m.expiryAt(rec.Created, rec.LastUsed).UTC().Format(time.RFC3339))
 	}
-	e.mu.Lock()
+	m.mu.Lock()
 	s.lock = lk
 	s.target = rec.Sandbox
 	var old *sandbox
 	if s.sb != nil && s.sb.id != rec.Sandbox {
 		old, s.sb = s.sb, nil
 	}
-	e.mu.Unlock()
+	m.mu.Unlock()
 	if old != nil {
-		e.detach(old)
+		m.core.detach(old)
 	}
 	return nil
 }
 
 // unlockShared releases the record a call held.
-func (e *Executor) unlockShared(s *session, lk backend.SessionLock) {
+func (m *sessions) unlockShared(s *session, lk backend.SessionLock) {
 	ctx, cancel := sharedCtx()
 	defer cancel()
 	if err := lk.Release(ctx); err != nil {
-		e.log.Warn("releasing a session's lock failed; it goes stale by itself", "session", s.id, "error", err)
+		m.log.Warn("releasing a session's lock failed; it goes stale by itself", "session", s.id, "error", err)
 	}
 }
 
 // forget drops this server's view of a session that ended elsewhere,
 // detaching from its sandbox.
-func (e *Executor) forget(s *session) {
-	e.mu.Lock()
-	if e.sessions[s.id] == s {
-		delete(e.sessions, s.id)
+func (m *sessions) forget(s *session) {
+	m.mu.Lock()
+	if m.byID[s.id] == s {
+		delete(m.byID, s.id)
 	}
 	s.closed = true
 	sb := s.sb
 	s.sb = nil
-	e.mu.Unlock()
-	e.dropKept(s)
+	m.mu.Unlock()
+	m.dropKept(s)
 	if sb != nil {
-		e.detach(sb)
+		m.core.detach(sb)
 	}
 }
 
 // dropKept ends the kept lock of a session whose record is gone.
-func (e *Executor) dropKept(s *session) {
-	e.mu.Lock()
+func (m *sessions) dropKept(s *session) {
+	m.mu.Lock()
 	lk, t := s.kept, s.keptTimer
 	s.kept, s.keptTimer = nil, nil
-	e.mu.Unlock()
+	m.mu.Unlock()
 	if t != nil {
 		t.Stop()
 	}
@@ -396,20 +389,20 @@ func (e *Executor) dropKept(s *session) {
 
 // endShared ends an expired session whose record lk holds: its sandbox
 // and record go, and this server remembers it as expired.
-func (e *Executor) endShared(s *session, lk backend.SessionLock, rec backend.SessionRecord) {
+func (m *sessions) endShared(s *session, lk backend.SessionLock, rec backend.SessionRecord) {
 	ctx, cancel := sharedCtx()
 	defer cancel()
 	if rec.Sandbox != "" {
-		e.removeContainer(rec.Sandbox)
+		m.core.removeContainer(rec.Sandbox)
 	}
 	if err := lk.Delete(ctx); err != nil {
-		e.log.Warn("deleting an expired session's record failed", "session", rec.ID, "error", err)
+		m.log.Warn("deleting an expired session's record failed", "session", rec.ID, "error", err)
 	}
-	e.mu.Lock()
-	e.tombs[rec.ID] = tomb{owner: rec.Owner, at: time.Now()}
-	e.mu.Unlock()
+	m.mu.Lock()
+	m.tombs[rec.ID] = tomb{owner: rec.Owner, at: time.Now()}
+	m.mu.Unlock()
 	if s != nil {
-		e.forget(s)
+		m.forget(s)
 	}
 }
 
@@ -417,21 +410,21 @@ func (e *Executor) endShared(s *session, lk backend.SessionLock, rec backend.Ses
 // did not start, and pings its runner until it answers (the stream is
 // then known to carry both ways). It waits at most budget (the runner
 // may first finish a call of a server that died).
-func (e *Executor) attachShared(ctx context.Context, id string, meta sandboxMeta, lim Limits, budget time.Duration) (*sandbox, error) {
+func (m *sessions) attachShared(ctx context.Context, id string, meta sandboxMeta, lim Limits, budget time.Duration) (*sandbox, error) {
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
-	box, err := e.shared.Attach(ctx, id)
+	box, err := m.shared.Attach(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	sb := e.wrap(box, meta, lim, true, false)
+	sb := m.core.wrap(box, meta, lim, true, false)
 	sb.recorded.Store(true)
-	if !e.track(sb) {
+	if !m.core.track(sb) {
 		box.Close()
 		return nil, ErrClosed
 	}
-	if err := e.ping(ctx, sb); err != nil {
-		e.detach(sb)
+	if err := ping(ctx, sb); err != nil {
+		m.core.detach(sb)
 		return nil, err
 	}
 	return sb, nil
@@ -442,7 +435,7 @@ func (e *Executor) attachShared(ctx context.Context, id string, meta sandboxMeta
 const pingEvery = 250 * time.Millisecond
 
 // ping sends ping requests until one is answered or ctx ends.
-func (e *Executor) ping(ctx context.Context, sb *sandbox) error {
+func ping(ctx context.Context, sb *sandbox) error {
 	sb.waiting.Store(true)
 	defer sb.waiting.Store(false)
 	sent := map[string]bool{}
@@ -482,97 +475,84 @@ func (e *Executor) ping(ctx context.Context, sb *sandbox) error {
 	}
 }
 
-// detach ends this server's attach stream to a sandbox without removing
-// the sandbox (other servers may use it).
-func (e *Executor) detach(sb *sandbox) {
-	sb.dead.Store(true)
-	sb.once.Do(func() {
-		close(sb.quit)
-		if sb.box != nil {
-			sb.box.Close()
-		}
-		e.untrack(sb)
-	})
-}
-
 // reapShared ends the sessions whose records are past their expiry and
 // not held, whichever server started them, and drops this server's view
 // of sessions whose record is gone.
-func (e *Executor) reapShared(now time.Time) {
+func (m *sessions) reapShared(now time.Time) {
 	ctx, cancel := sharedCtx()
 	defer cancel()
-	recs, err := e.shared.Sessions(ctx, "")
+	recs, err := m.shared.Sessions(ctx, "")
 	if err != nil {
-		e.log.Warn("listing session records failed", "error", err)
+		m.log.Warn("listing session records failed", "error", err)
 		return
 	}
 	known := map[string]bool{}
 	for _, r := range recs {
 		known[r.ID] = true
-		if r.Held(now) || !e.recordExpired(r, now) {
+		if r.Held(now) || !m.recordExpired(r, now) {
 			continue
 		}
 		lctx, lcancel := context.WithTimeout(ctx, time.Second)
-		lk, err := e.shared.LockSession(lctx, r.ID, e.instance)
+		lk, err := m.shared.LockSession(lctx, r.ID, m.instance)
 		lcancel()
 		if err != nil {
 			continue // taken meanwhile, or gone
 		}
 		rec := lk.Record()
-		if !e.recordExpired(rec, time.Now()) {
+		if !m.recordExpired(rec, time.Now()) {
 			lk.Release(ctx)
 			continue
 		}
-		e.mu.Lock()
-		s := e.sessions[rec.ID]
-		e.mu.Unlock()
-		e.endShared(s, lk, rec)
+		m.mu.Lock()
+		s := m.byID[rec.ID]
+		m.mu.Unlock()
+		m.endShared(s, lk, rec)
 	}
-	e.mu.Lock()
+	m.mu.Lock()
 	var gone []*session
-	for id, s := range e.sessions {
+	for id, s := range m.byID {
 		if !known[id] && s.calls == 0 && s.created.Before(now) {
 			gone = append(gone, s)
 		}
 	}
-	e.mu.Unlock()
+	m.mu.Unlock()
 	for _, s := range gone {
-		e.forget(s)
+		m.forget(s)
 	}
 }
 
 // cleanupShared ends owner's session for every server: its record and
 // sandbox go at once, also while another server runs a call in it (that
 // call ends with status killed).
-func (e *Executor) cleanupShared(ctx context.Context, owner, id string) error {
-	e.mu.Lock()
-	t, dead := e.tombs[id]
-	e.mu.Unlock()
-	r, found, err := e.record(ctx, owner, id)
+func (m *sessions) cleanupShared(ctx context.Context, owner, id string) error {
+	m.mu.Lock()
+	t, dead := m.tombs[id]
+	m.mu.Unlock()
+	r, found, err := m.record(ctx, owner, id)
 	if err != nil {
 		return fmt.Errorf("cleanup session %s: %w", id, err)
 	}
 	if found {
-		if err := e.shared.DeleteSession(ctx, id); err != nil {
+		if err := m.shared.DeleteSession(ctx, id); err != nil {
 			return fmt.Errorf("cleanup session %s: %w", id, err)
 		}
-		e.mu.Lock()
-		s := e.sessions[id]
+		m.mu.Lock()
+		s := m.byID[id]
 		var sb *sandbox
 		if s != nil {
-			delete(e.sessions, id)
+			delete(m.byID, id)
 			s.closed = true
 			sb, s.sb = s.sb, nil
 		}
-		e.mu.Unlock()
+		m.mu.Unlock()
 		if s != nil {
-			e.dropKept(s)
+			m.dropKept(s)
 		}
 		if sb != nil {
-			e.destroy(sb)
+			m.core.destroy(sb)
 		}
 		if r.Sandbox != "" && (sb == nil || sb.id != r.Sandbox) {
-			e.removeContainer(r.Sandbox)
+			m.core.removeContainer(r.Sandbox)
 		}
 		return nil
 	}
@@ -583,21 +563,39 @@ func (e *Executor) cleanupShared(ctx context.Context, owner, id string) error {
 }
 
 // sharedSessions lists owner's sessions from their records.
-func (e *Executor) sharedSessions(owner string) ([]SessionInfo, error) {
+func (m *sessions) sharedSessions(owner string) ([]SessionInfo, error) {
 	ctx, cancel := sharedCtx()
 	defer cancel()
-	recs, err := e.shared.Sessions(ctx, owner)
+	recs, err := m.shared.Sessions(ctx, owner)
 	if err != nil {
 		return nil, err
 	}
 	now := time.Now()
 	out := make([]SessionInfo, 0, len(recs))
 	for _, r := range recs {
-		if e.recordExpired(r, now) && !r.Held(now) {
+		if m.recordExpired(r, now) && !r.Held(now) {
 			continue // ended; the next reaper pass removes it
 		}
 		out = append(out, SessionInfo{ID: r.ID, Owner: r.Owner, Created: r.Created, LastUsed: r.LastUsed,
-			Expires: e.expiryAt(r.Created, r.LastUsed), Busy: r.Held(now)})
+			Expires: m.expiryAt(r.Created, r.LastUsed), Busy: r.Held(now)})
 	}
 	return out, nil
+}
+
+// recorded are the sandboxes that session records name (none without a
+// Shared backend): they outlive the server that started them, and the
+// records' expiry decides their end.
+func (m *sessions) recorded(ctx context.Context) (map[string]bool, error) {
+	named := map[string]bool{}
+	if m.shared == nil {
+		return named, nil
+	}
+	recs, err := m.shared.Sessions(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("list session records: %w", err)
+	}
+	for _, r := range recs {
+		named[r.Sandbox] = true
+	}
+	return named, nil
 }

@@ -15,9 +15,9 @@ import (
 // killSession kills the session's container behind the executor's back.
 func killSession(t *testing.T, e *Executor, cli *dockertest.Daemon, id string) {
 	t.Helper()
-	e.mu.Lock()
-	sb := e.sessions[id].sb
-	e.mu.Unlock()
+	e.sessions.mu.Lock()
+	sb := e.sessions.byID[id].sb
+	e.sessions.mu.Unlock()
 	if err := cli.Kill(context.Background(), sb.id, "SIGKILL"); err != nil {
 		t.Fatal(err)
 	}

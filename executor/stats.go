@@ -83,7 +83,7 @@ func (e *Executor) Stats() Stats {
 	}
 	e.mu.Lock()
 	st.Sandboxes = len(e.live)
-	st.Sessions = len(e.sessions)
 	e.mu.Unlock()
+	st.Sessions = e.sessions.count()
 	return st
 }
