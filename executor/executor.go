@@ -31,6 +31,7 @@ import (
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/install"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/poolplan"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
@@ -280,7 +281,7 @@ type Executor struct {
 	live     map[string]*sandbox
 	sessions map[string]*session
 	tombs    map[string]tomb
-	owners   map[string]*ownerPackages // transient package volumes by owner
+	volumes  *install.Volumes // package volumes (install.go)
 	// unremoved are containers whose removal failed, retried by the reaper.
 	unremoved map[string]bool
 	stop      chan struct{}
@@ -343,12 +344,13 @@ func newExecutor(ctx context.Context, cfg Config, b backend.Backend, log *slog.L
 		live:      map[string]*sandbox{},
 		sessions:  map[string]*session{},
 		tombs:     map[string]tomb{},
-		owners:    map[string]*ownerPackages{},
 		unremoved: map[string]bool{},
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
 	e.cfg.Store(&cfg)
+	pk, _ := b.(backend.Packages)
+	e.volumes = install.NewVolumes(pk, e.instance, log)
 	e.warm = newWarm(e)
 	e.self = selfIdentity(ctx, b)
 	if l, ok := b.(backend.Liveness); ok {
@@ -433,7 +435,7 @@ func (e *Executor) reapOrphans(ctx context.Context) (int, error) {
 		e.removeContainer(c.ID)
 		n++
 	}
-	n += e.reapVolumes(ctx, owners.alive)
+	n += e.volumes.Reap(ctx, LabelKind, leftoverVolumes(owners.alive))
 	if h, ok := e.be.(backend.Host); ok {
 		n += h.RemoveLeftovers(ctx)
 	}
@@ -541,7 +543,7 @@ func (e *Executor) Close(ctx context.Context) error {
 	}
 	e.retryRemovals()
 	vctx, vcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	e.reapVolumes(vctx, func(l map[string]string) bool { return l[LabelInstance] != e.instance })
+	e.volumes.Reap(vctx, LabelKind, leftoverVolumes(func(l map[string]string) bool { return l[LabelInstance] != e.instance }))
 	vcancel()
 	e.mu.Lock()
 	n := len(e.unremoved)
@@ -667,7 +669,7 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 	}
 	// An owner who installed packages needs a sandbox that mounts their
 	// package volume: pooled sandboxes have no owner, so it starts cold.
-	pkgs := e.ownerPackageVolume(req.Owner)
+	pkgs := e.volumes.Owner(req.Owner)
 	pl := e.pool() // one pool for the call, whatever a reload does meanwhile
 	need := poolplan.Preloadable(req.Imports)
 	reuse := e.reuses(req, pkgs)
