@@ -123,7 +123,7 @@ func (e *Executor) Install(ctx context.Context, req InstallRequest) (*InstallRes
 		}
 		meta := meta
 		meta.Instance, meta.PID, meta.Host, meta.Created = e.instance, e.pid, e.host, time.Now()
-		e.self.stamp(&meta)
+		meta.stamp(e.self)
 		track := func(id string) (func(), error) {
 			sb := &sandbox{id: id, meta: meta, lim: lim, quit: make(chan struct{})}
 			if !e.track(sb) {
