@@ -209,7 +209,7 @@ func TestCapsTreeMadeByThePool(t *testing.T) {
 func installsTabulate(ctx context.Context, job backend.InstallJob, out io.Writer) (int, error) {
 	if strings.Contains(strings.Join(job.Spec.Command, " "), "--dry-run") {
 		// The resolver's run: the plan, one line per package, and its count.
-		io.WriteString(out, "installer: pip\n"+resolvedPrefix+`{"name":"tabulate","version":"0.9.0","required_by":[]}`+"\n"+countPrefix+"1\n")
+		io.WriteString(out, "installer: pip\npdm-resolved "+`{"name":"tabulate","version":"0.9.0","required_by":[]}`+"\npdm-resolved-count 1\n")
 		return 0, nil
 	}
 	io.WriteString(out, "installer: pip\nSuccessfully installed tabulate-0.9.0\n")

@@ -2,28 +2,23 @@ package executor
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/cost"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 )
 
-// Phase is one step of a sandbox's life as MeasureSandbox saw it.
-type Phase struct {
-	// Name is create, attach, start (the API call), ready (the runner's
-	// ready frame), preload (the preload op), or remove.
-	Name string
-	Wall time.Duration
-	// CPU is the growth of what the caller's cpu function reports across
-	// the step.
-	CPU time.Duration
-}
+// Phase is one step of a sandbox's life as MeasureSandbox or MeasureEmpty
+// saw it (see internal/cost).
+type Phase = cost.Phase
+
+// EmptyCommand is what MeasureEmpty's container runs: nothing, at once.
+var EmptyCommand = []string{"true"}
+
+var errNoStepper = errors.New("measuring a sandbox's phases needs the docker backend")
 
 // MeasureSandbox lives through one sandbox step by step (on a backend that
 // is a backend.Stepper: Docker) with the calls the executor makes for a sandbox (create, attach, start, the
@@ -35,65 +30,14 @@ type Phase struct {
 // labels and is removed whatever happens. For `python-docker-mcp bench`;
 // safe for concurrent use, but measure one at a time for clean figures.
 func (e *Executor) MeasureSandbox(ctx context.Context, modules []string, preload bool, cpu func() time.Duration) ([]Phase, error) {
+	st, ok := e.be.(backend.Stepper)
+	if !ok {
+		return nil, errNoStepper
+	}
 	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
-	r, err := e.createMeasured(ctx, cpu, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer r.discard()
-	box, err := r.st.AttachDefined(ctx, r.sb.id)
-	if err != nil {
-		return nil, err
-	}
-	defer box.Close()
-	r.mark("attach")
-	pr := box.Stdout
-	if err := r.st.Start(ctx, r.sb.id); err != nil {
-		return nil, err
-	}
-	r.mark("start")
-	go e.sendRunner(box.Stdin)
-	var ready protocol.Ready
-	if err := readCostFrame(pr, &ready); err != nil || ready.Op != "ready" {
-		return nil, fmt.Errorf("start sandbox: no ready frame from the runner (%v, op %q)", err, ready.Op)
-	}
-	r.mark("ready")
-	// As the pool does, the first fresh sandbox is asked for the runner's
-	// compiled code, which the sandboxes after it load. Without a preload
-	// the ask is a round trip of its own, left out of the phases (the
-	// caller's warm-up sandbox takes it).
-	ask := e.runner.ask()
-	if preload || ask {
-		req := &protocol.Preload{Header: protocol.Header{ID: 1, Nonce: randomHex(16)}, Modules: orEmpty(modules), RunnerCode: ask}
-		if !preload {
-			req.Modules = []string{}
-		}
-		if err := protocol.WriteRequest(box.Stdin, req); err != nil {
-			return nil, fmt.Errorf("preload: %w", err)
-		}
-		var resp protocol.Reply
-		if err := readCostFrame(pr, &resp); err != nil || resp.Status != "ok" || len(resp.Failed) > 0 {
-			return nil, fmt.Errorf("preload %v: status %q, failed %v, %v", modules, resp.Status, resp.Failed, err)
-		}
-		if ask {
-			e.runner.keep(resp.RunnerCode)
-			if t, ok := e.be.(backend.Tree); ok && resp.Stdlib != "" {
-				t.MakeTree(ctx, e.helperSpec(KindTree), resp.Stdlib) // before the next sandbox, as a pool's sandboxes soon have it
-			}
-		}
-		if preload {
-			r.mark("preload")
-		} else {
-			r.skip()
-		}
-	}
-	r.remove()
-	return r.phases, nil
+	return cost.Sandbox(ctx, st, measured{e}, modules, preload, cpu)
 }
-
-// EmptyCommand is what MeasureEmpty's container runs: nothing, at once.
-var EmptyCommand = []string{"true"}
 
 // MeasureEmpty lives through one container that does nothing: a sandbox's
 // spec (its hardening, limits and mounts, and the network namespace it
@@ -104,53 +48,27 @@ var EmptyCommand = []string{"true"}
 // costs this machine less. For `python-docker-mcp bench`, like
 // MeasureSandbox.
 func (e *Executor) MeasureEmpty(ctx context.Context, cpu func() time.Duration) ([]Phase, error) {
-	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
-	defer cancel()
-	r, err := e.createMeasured(ctx, cpu, func(spec *backend.Spec) { spec.Command = slices.Clone(EmptyCommand) })
-	if err != nil {
-		return nil, err
-	}
-	defer r.discard()
-	wait := r.st.Await(ctx, r.sb.id)
-	if err := r.st.Start(ctx, r.sb.id); err != nil {
-		return nil, fmt.Errorf("empty container: %w", err)
-	}
-	r.mark("start")
-	code, err := wait()
-	if err != nil {
-		return nil, fmt.Errorf("empty container: %w", err)
-	}
-	if code != 0 {
-		return nil, fmt.Errorf("empty container: %q exited with status %d, want 0: the image %s needs it on its PATH", strings.Join(EmptyCommand, " "), code, e.config().Docker.Image)
-	}
-	r.mark("exit")
-	r.remove()
-	return r.phases, nil
-}
-
-// measured is one container that MeasureSandbox or MeasureEmpty lives
-// through, and its phases so far.
-type measured struct {
-	e      *Executor
-	st     backend.Stepper
-	sb     *sandbox
-	cpu    func() time.Duration
-	phases []Phase
-	t      time.Time
-	last   time.Duration
-}
-
-// createMeasured creates a container from a transient sandbox's spec (the
-// config's limits, this executor's labels, the standard library volume
-// and, as the executor's sandboxes do, a leased network namespace) that
-// edit may change, and measures the create phase. A holder started for
-// it is made before the measuring starts, as it serves many sandboxes.
-// The caller defers discard.
-func (e *Executor) createMeasured(ctx context.Context, cpu func() time.Duration, edit func(*backend.Spec)) (*measured, error) {
 	st, ok := e.be.(backend.Stepper)
 	if !ok {
-		return nil, errors.New("measuring a sandbox's phases needs the docker backend")
+		return nil, errNoStepper
 	}
+	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	defer cancel()
+	return cost.Empty(ctx, st, measured{e}, EmptyCommand, cpu)
+}
+
+// measured makes the sandboxes that MeasureSandbox and MeasureEmpty live
+// through as the executor makes its transient ones (cost.Sandboxes).
+type measured struct{ e *Executor }
+
+// Ready readies a sandbox from a transient sandbox's spec (the config's
+// limits, this executor's labels, the interpreter tree and, as the
+// executor's sandboxes do, a leased network namespace) that edit may
+// change. A holder started for it is made here, before the measuring
+// starts, as it serves many sandboxes.
+func (m measured) Ready(ctx context.Context, edit func(*backend.Spec)) (func(context.Context) (string, func(), error), error) {
+	e := m.e
+	st := e.be.(backend.Stepper)
 	lim, err := resolveLimits(e.config().Docker, Limits{})
 	if err != nil {
 		return nil, err
@@ -168,48 +86,36 @@ func (e *Executor) createMeasured(ctx context.Context, cpu func() time.Duration,
 			return nil, err
 		}
 	}
-	r := &measured{e: e, st: st, cpu: cpu, t: time.Now(), last: cpu()}
-	id, err := st.Define(ctx, spec)
-	if err != nil {
-		if prep.Release != nil {
-			prep.Release(false)
+	return func(ctx context.Context) (string, func(), error) {
+		id, err := st.Define(ctx, spec)
+		if err != nil {
+			if prep.Release != nil {
+				prep.Release(false)
+			}
+			return "", nil, e.createErr(err)
 		}
-		return nil, e.createErr(err)
-	}
-	r.sb = &sandbox{id: id, release: prep.Release, meta: meta, quit: make(chan struct{})}
-	if !e.track(r.sb) {
-		e.returnPrepared(r.sb, e.removeContainer(r.sb.id))
-		return nil, ErrClosed
-	}
-	r.mark("create")
-	return r, nil
+		sb := &sandbox{id: id, release: prep.Release, meta: meta, quit: make(chan struct{})}
+		if !e.track(sb) {
+			e.returnPrepared(sb, e.removeContainer(sb.id))
+			return "", nil, ErrClosed
+		}
+		return id, func() { e.destroy(sb) }, nil
+	}, nil
 }
 
-// mark ends phase name: the wall time and the CPU time since the last mark.
-func (r *measured) mark(name string) {
-	now, c := time.Now(), r.cpu()
-	r.phases = append(r.phases, Phase{Name: name, Wall: now.Sub(r.t), CPU: c - r.last})
-	r.t, r.last = now, c
-}
+// Preamble sends the runner as to every sandbox.
+func (m measured) Preamble(stdin io.Writer) { m.e.sendRunner(stdin) }
 
-// skip leaves the time since the last mark out of every phase.
-func (r *measured) skip() { r.t, r.last = time.Now(), r.cpu() }
+// AskCode says whether the runner's compiled code is still wanted, as the
+// pool's first sandbox is asked for it.
+func (m measured) AskCode() bool { return m.e.runner.ask() }
 
-// remove removes the container as the executor does and measures the
-// remove phase.
-func (r *measured) remove() {
-	r.e.destroy(r.sb)
-	r.mark("remove")
-}
-
-// discard removes the container unless remove did (destroy acts once).
-func (r *measured) discard() { r.e.destroy(r.sb) }
-
-// readCostFrame reads one frame (at most 1 MiB) into v.
-func readCostFrame(r io.Reader, v any) error {
-	data, err := readFrame(r, func() int64 { return 1 << 20 })
-	if err != nil {
-		return err
+// Answered keeps the runner's code the sandboxes after it load, and has
+// the backend make its interpreter tree before the next sandbox, as a
+// pool's sandboxes soon have it.
+func (m measured) Answered(ctx context.Context, reply *protocol.Reply) {
+	m.e.runner.keep(reply.RunnerCode)
+	if t, ok := m.e.be.(backend.Tree); ok && reply.Stdlib != "" {
+		t.MakeTree(ctx, m.e.helperSpec(KindTree), reply.Stdlib)
 	}
-	return json.Unmarshal(data, v)
 }

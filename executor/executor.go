@@ -26,11 +26,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/install"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/owner"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/poolplan"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
@@ -266,7 +267,7 @@ type Executor struct {
 	instance string
 	pid      int
 	host     string
-	self     identity // pid namespace and server container, for the reaper
+	self     owner.Identity // pid namespace and server container, for the reaper
 	// liveness is the backend's record of live servers (Kubernetes), nil
 	// on backends without one; releaseLive deletes this server's record.
 	liveness    backend.Liveness
@@ -278,8 +279,8 @@ type Executor struct {
 	mu       sync.Mutex
 	closed   bool
 	live     map[string]*sandbox
-	sessions *sessions                 // persistent sessions, under their own lock (session.go)
-	owners   map[string]*ownerPackages // transient package volumes by owner
+	sessions *sessions        // persistent sessions, under their own lock (session.go)
+	volumes  *install.Volumes // package volumes (install.go)
 	// unremoved are containers whose removal failed, retried by the reaper.
 	unremoved map[string]bool
 	stop      chan struct{}
@@ -340,14 +341,15 @@ func newExecutor(ctx context.Context, cfg Config, b backend.Backend, log *slog.L
 		pid:       os.Getpid(),
 		host:      host,
 		live:      map[string]*sandbox{},
-		owners:    map[string]*ownerPackages{},
 		unremoved: map[string]bool{},
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
 	e.cfg.Store(&cfg)
+	pk, _ := b.(backend.Packages)
+	e.volumes = install.NewVolumes(pk, e.instance, log)
 	e.warm = newWarm(e)
-	e.self = selfIdentity(ctx, b)
+	e.self = owner.Self(ctx, b)
 	if l, ok := b.(backend.Liveness); ok {
 		release, err := l.Hold(ctx, e.instance)
 		if err != nil {
@@ -408,7 +410,7 @@ func randomHex(n int) string {
 }
 
 // reapOrphans removes sandboxes and package volumes left by servers that
-// are gone (see ownerCheck.alive): crashed or closed executors of this
+// are gone (see owner.Check.Alive): crashed or closed executors of this
 // host or pid namespace, servers whose container no longer runs, and, on
 // a backend with liveness records (Kubernetes), servers whose record is
 // gone or stale.
@@ -417,7 +419,9 @@ func (e *Executor) reapOrphans(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("list sandboxes: %w", err)
 	}
-	owners := e.newOwnerCheck(ctx)
+	check := &owner.Check{Self: e.self, PID: e.pid, Host: e.host, Open: instanceOpen, Liveness: e.liveness, Log: e.log}
+	check.Runtime, _ = e.be.(backend.Host)
+	alive := func(l map[string]string) bool { return check.Alive(ctx, ownerOf(l)) }
 	// A session's sandbox outlives the server that started it when a
 	// session record names it: the records' expiry decides its end.
 	named, err := e.sessions.recorded(ctx)
@@ -427,13 +431,13 @@ func (e *Executor) reapOrphans(ctx context.Context) (int, error) {
 	n := 0
 	for _, c := range list {
 		l := c.All()
-		if l[LabelKind] == "" || c.Removing || named[c.ID] || owners.alive(l) {
+		if l[LabelKind] == "" || c.Removing || named[c.ID] || alive(l) {
 			continue
 		}
 		e.removeContainer(c.ID)
 		n++
 	}
-	n += e.reapVolumes(ctx, owners.alive)
+	n += e.volumes.Reap(ctx, LabelKind, leftoverVolumes(alive))
 	if h, ok := e.be.(backend.Host); ok {
 		n += h.RemoveLeftovers(ctx)
 	}
@@ -467,14 +471,6 @@ func (e *Executor) sweepOrphans() {
 			}
 		}
 	}
-}
-
-func processAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 func (e *Executor) track(sb *sandbox) bool {
@@ -534,7 +530,7 @@ func (e *Executor) Close(ctx context.Context) error {
 	}
 	e.retryRemovals()
 	vctx, vcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	e.reapVolumes(vctx, func(l map[string]string) bool { return l[LabelInstance] != e.instance })
+	e.volumes.Reap(vctx, LabelKind, leftoverVolumes(func(l map[string]string) bool { return l[LabelInstance] != e.instance }))
 	vcancel()
 	e.mu.Lock()
 	n := len(e.unremoved)
@@ -658,7 +654,7 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 	}
 	// An owner who installed packages needs a sandbox that mounts their
 	// package volume: pooled sandboxes have no owner, so it starts cold.
-	pkgs := e.ownerPackageVolume(req.Owner)
+	pkgs := e.volumes.Owner(req.Owner)
 	pl := e.pool() // one pool for the call, whatever a reload does meanwhile
 	need := poolplan.Preloadable(req.Imports)
 	reuse := e.reuses(req, pkgs)

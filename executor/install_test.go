@@ -15,6 +15,7 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/install"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
 
@@ -155,7 +156,7 @@ func TestInstallerSpec(t *testing.T) {
 	c := config.Default()
 	c.Package.FindLinks = []string{"/srv/wheels"}
 	meta := sandboxMeta{Kind: KindInstaller, Session: "s1", Packages: sessionVolume("s1")}
-	cfg, host := docker.InstallerConfig(installerContainer(ConfigFrom(c), Limits{Memory: 1 << 30}, meta, []string{"1000", "1000", "{}", "pip"}))
+	cfg, host := docker.InstallerConfig(install.Container(sandboxSpec(c.Docker, Limits{Memory: 1 << 30}, meta), c.Package, []string{"1000", "1000", "{}", "pip"}))
 	if host.NetworkMode != "none" || !host.ReadonlyRootfs || cfg.User != "0:0" {
 		t.Errorf("network %q, readonly %v, user %q; want none, true, 0:0 (the bootstrap drops to docker.user)", host.NetworkMode, host.ReadonlyRootfs, cfg.User)
 	}
@@ -181,7 +182,7 @@ func TestInstallerSpec(t *testing.T) {
 		t.Errorf("/tmp %q: want noexec without allow_sdist", host.Tmpfs["/tmp"])
 	}
 	c.Package.IndexURL = "https://pypi.example/simple"
-	if _, host := docker.InstallerConfig(installerContainer(ConfigFrom(c), Limits{}, meta, nil)); host.NetworkMode != "bridge" {
+	if _, host := docker.InstallerConfig(install.Container(sandboxSpec(c.Docker, Limits{}, meta), c.Package, nil)); host.NetworkMode != "bridge" {
 		t.Errorf("with index_url: network %q, want bridge", host.NetworkMode)
 	}
 
@@ -189,36 +190,6 @@ func TestInstallerSpec(t *testing.T) {
 	_, sh := docker.ContainerConfig(sandboxSpec(c.Docker, Limits{}, sandboxMeta{Kind: KindPersistent, Session: "s1", Packages: sessionVolume("s1")}))
 	if len(sh.Mounts) != 1 || !sh.Mounts[0].ReadOnly || sh.Mounts[0].Target != PackagesDir || sh.Mounts[0].Source != "python-docker-mcp-pkgs-s1" {
 		t.Errorf("sandbox mounts %+v, want the package volume read-only at %s", sh.Mounts, PackagesDir)
-	}
-}
-
-func TestInstallerArgs(t *testing.T) {
-	pip, uv := installerArgs(config.Package{}, 2, "pdmdemo==1.0")
-	wantPip := []string{"python3", "-m", "pip", "install", "--no-cache-dir", "--disable-pip-version-check", "--no-input",
-		"--upgrade", "--no-deps", "--target", PackagesDir, "--only-binary=:all:", "--no-index",
-		"--find-links", "/wheelhouse/0", "--find-links", "/wheelhouse/1", "--", "pdmdemo==1.0"}
-	if diff := cmp.Diff(wantPip, pip); diff != "" {
-		t.Errorf("pip (-want +got):\n%s", diff)
-	}
-	if uv[0] != "uv" || uv[len(uv)-2] != "--" || !slices.Contains(uv, "--no-deps") {
-		t.Errorf("uv %q", uv)
-	}
-	pip, _ = installerArgs(config.Package{IndexURL: "https://i.example/simple", TrustedHosts: []string{"i.example"}, AllowSdist: true}, 0, "x")
-	if slices.Contains(pip, "--no-index") || slices.Contains(pip, "--only-binary=:all:") || !slices.Contains(pip, "--trusted-host") {
-		t.Errorf("pip with an index and sdists %q", pip)
-	}
-}
-
-func TestInstalledVersion(t *testing.T) {
-	for _, tc := range []struct{ out, name, want string }{
-		{"Processing x\nSuccessfully installed pdmdemo-1.0\n", "pdmdemo", "1.0"},
-		{"Successfully installed My_Pkg-2.0rc1 other-1\n", "my-pkg", "2.0rc1"},
-		{"Installed 1 package\n + my-pkg==3.1\n", "My.Pkg", "3.1"},
-		{"nothing", "x", ""},
-	} {
-		if got := installedVersion(tc.out, tc.name); got != tc.want {
-			t.Errorf("installedVersion(%q, %q) = %q, want %q", tc.out, tc.name, got, tc.want)
-		}
 	}
 }
 

@@ -1,15 +1,14 @@
 package executor
 
 import (
-	"context"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
-	"github.com/python-docker-mcp/python-docker-mcp/executor/backend/fake"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/owner"
 )
 
 // TestReaperTellsReplicasApart plays servers running as containers on one
@@ -63,8 +62,7 @@ func TestReaperTellsReplicasApart(t *testing.T) {
 
 	// Seen from a server that is itself pid 1 in a container (where the
 	// old host+pid rule took every replica's pid 1 for its own).
-	self := &Executor{pid: 1, host: host, be: docker.New(cli.Client), self: identity{pidns: "pid:[9]", container: deadServer}}
-	check := self.newOwnerCheck(ctx)
+	check := &owner.Check{PID: 1, Host: host, Open: instanceOpen, Runtime: docker.New(cli.Client), Self: owner.Identity{PIDNS: "pid:[9]", Container: deadServer}}
 	for name, c := range map[string]struct {
 		labels map[string]string
 		want   bool
@@ -74,7 +72,7 @@ func TestReaperTellsReplicasApart(t *testing.T) {
 		"this container and pid namespace, closed": {replica(deadServer, "pid:[9]"), false},
 		"a replica without a known container":      {unknown, true},
 	} {
-		if got := check.alive(c.labels); got != c.want {
+		if got := check.Alive(ctx, ownerOf(c.labels)); got != c.want {
 			t.Errorf("%s: alive = %v, want %v", name, got, c.want)
 		}
 	}
@@ -87,13 +85,10 @@ func TestSandboxesCarryTheOwnerIdentity(t *testing.T) {
 	if l[LabelPIDNS] != "pid:[7]" || l[LabelServer] != "abc" {
 		t.Errorf("labels %v lack the owner identity", l)
 	}
-	ns, _ := os.Readlink("/proc/self/ns/pid")
-	fd := fake.NewDocker()
-	fd.SelfID = "c0ffee"
-	if id := selfIdentity(context.Background(), fd); id.pidns != ns || id.container != "c0ffee" {
-		t.Errorf("identity %+v, want pid namespace %q and the backend's container c0ffee", id, ns)
-	}
-	if id := selfIdentity(context.Background(), fake.New()); id.pidns != ns || id.container != "" {
-		t.Errorf("identity on a backend without Host %+v, want pid namespace %q and no container", id, ns)
+	meta = sandboxMeta{Kind: KindTransient, Instance: "i1", PID: 42, Host: "h"}
+	meta.stamp(owner.Identity{PIDNS: "pid:[8]", Container: "c1"})
+	want := owner.Server{Instance: "i1", PID: "42", Host: "h", Identity: owner.Identity{PIDNS: "pid:[8]", Container: "c1"}}
+	if got := ownerOf(meta.labels()); got != want {
+		t.Errorf("ownerOf(labels) = %+v, want %+v", got, want)
 	}
 }

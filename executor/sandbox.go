@@ -132,7 +132,7 @@ func (e *Executor) startWithin(ctx context.Context, meta sandboxMeta, lim Limits
 // of the interpreter tree (see backend.Tree), and mounted says it did.
 func (e *Executor) startWith(ctx context.Context, meta sandboxMeta, lim Limits, tree bool) (_ *sandbox, mounted bool, _ error) {
 	meta.Instance, meta.PID, meta.Host = e.instance, e.pid, e.host
-	e.self.stamp(&meta)
+	meta.stamp(e.self)
 	if meta.Created.IsZero() {
 		meta.Created = time.Now()
 	}

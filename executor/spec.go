@@ -198,7 +198,7 @@ func (m sandboxMeta) labels() map[string]string {
 // hardening with small limits, labelled kind and owned by this executor.
 func (e *Executor) helperSpec(kind string) backend.Spec {
 	meta := sandboxMeta{Kind: kind, Instance: e.instance, PID: e.pid, Host: e.host, Created: time.Now()}
-	e.self.stamp(&meta)
+	meta.stamp(e.self)
 	d := e.config().Docker
 	return sandboxSpec(d, Limits{Memory: 16 << 20, CPUs: 0.1, Pids: 4, Runtime: d.Runtime}, meta)
 }

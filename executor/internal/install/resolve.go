@@ -1,4 +1,4 @@
-package executor
+package install
 
 import (
 	"context"
@@ -47,7 +47,7 @@ const (
 // an extra are not followed, as pip does not follow them).
 // argv[1] is pip's arguments as JSON, argv[2] the requested name.
 const resolverScript = `import json, runpy, sys
-sys.path.append("` + PackagesDir + `")
+sys.path.append("` + Dir + `")
 args, wanted = json.loads(sys.argv[1]), sys.argv[2]
 sys.argv = ["pip"] + args
 try:
@@ -154,7 +154,7 @@ func (l *resolverLines) result() ([]Resolved, error) {
 		if r.RequiredBy == nil {
 			l.plan[i].RequiredBy = []string{}
 		}
-		if err := checkRequirement(r.Name, ""); err != nil {
+		if err := Check(r.Name, ""); err != nil {
 			return nil, fmt.Errorf("resolved package: %v", err)
 		}
 		if len(r.Version) > 64 || !resolvedVersion.MatchString(r.Version) {
@@ -168,18 +168,20 @@ func (l *resolverLines) result() ([]Resolved, error) {
 // the requirement pdmc (from pdmb)" into "pdmc (required by pdmb)".
 var missingRequirement = regexp.MustCompile(`satisfies the requirement (\S+)(?: \(from ([^)]+)\))?`)
 
-// installResolved resolves req with its dependencies in an installer
+// Run installs one package and the dependencies it lacks into s's
+// package volume: it resolves req with its dependencies in an installer
 // container, has req.Approve judge the resolved set, then installs exactly
 // that set (name==version each, --no-deps) in a second one. The caller
-// holds the session or the owner's volume.
-func (e *Executor) installResolved(ctx context.Context, meta sandboxMeta, req InstallRequest) (*InstallResult, error) {
-	c := e.config()
+// has checked req (Check, CheckSources) and holds the volume: one install
+// at a time into it. An installer failure is a Result (see Status); an
+// error means the install could not run, or req.Approve's error as is.
+func Run(ctx context.Context, s Setup, req Request) (*Result, error) {
 	requirement := req.Name + strings.ReplaceAll(req.Specifier, " ", "")
 	lines := &resolverLines{count: -1}
-	resolved, err := e.runInstaller(ctx, meta, req, installerJob{
+	resolved, err := run(ctx, s, req, job{
 		verb: "resolving", what: requirement,
-		pip:     resolverArgs(c.Package, len(c.Package.FindLinks), requirement, req.Name),
-		capture: lines.take, cfg: c,
+		pip:     resolverArgs(s.Package, len(s.Package.FindLinks), requirement, req.Name),
+		capture: lines.take,
 	})
 	if err != nil {
 		return nil, err
@@ -193,7 +195,7 @@ func (e *Executor) installResolved(ctx context.Context, meta sandboxMeta, req In
 			if m[2] != "" {
 				what += " (required by " + m[2] + ")"
 			}
-			resolved.Message = fmt.Sprintf("%s needs %s, and no distribution of it is available from %s; nothing was installed", requirement, what, e.sources())
+			resolved.Message = fmt.Sprintf("%s needs %s, and no distribution of it is available from %s; nothing was installed", requirement, what, sources(s.Package))
 		}
 		return resolved, nil
 	default:
@@ -220,8 +222,8 @@ func (e *Executor) installResolved(ctx context.Context, meta sandboxMeta, req In
 			return nil, err
 		}
 	}
-	pip, uv := installerArgs(c.Package, len(c.Package.FindLinks), pins...)
-	res, err := e.runInstaller(ctx, meta, req, installerJob{verb: "installing", what: strings.Join(pins, " "), pip: pip, uv: uv, cfg: c})
+	pip, uv := installerArgs(s.Package, len(s.Package.FindLinks), pins...)
+	res, err := run(ctx, s, req, job{verb: "installing", what: strings.Join(pins, " "), pip: pip, uv: uv})
 	if err != nil {
 		return nil, err
 	}
