@@ -1,6 +1,6 @@
 #!/bin/bash
 # The Kubernetes backend's tests against a real local node: brings the node up
-# (.ci/k8s/up.sh; the first run builds Kubernetes, ~12 min), checks the example
+# (.ci/k8s/up.sh; the first run builds Kubernetes, about 6 min on a fresh machine), checks the example
 # manifests with a server-side dry run, runs the backend's cluster tests and the
 # two-replica server test (cmd/python-docker-mcp TestClusterReplicas), and
 # takes the node down again (KEEP=1 leaves it running). Extra arguments go to
