@@ -129,7 +129,6 @@ func (w *warm) take(ctx context.Context, owner, class string, need []string, poo
 	triedReset := false
 	var until time.Time // the end of the wait at the cap, once begun
 	for {
-		ready := pooled != nil && pooled() // asked outside w.mu: the pool has its own lock
 		w.mu.Lock()
 		if k := w.pop(owner, class, need); k != nil {
 			w.mu.Unlock()
@@ -137,7 +136,9 @@ func (w *warm) take(ctx context.Context, owner, class string, need []string, poo
 			return k, false
 		}
 		below := w.owned[owner] < w.e.config().Pool.MaxPerPrincipal
-		if w.resets[owner] > 0 && !triedReset && !(below && ready) {
+		// pooled takes the pool's lock under w.mu (the pool never takes
+		// w.mu), and only when the answer matters.
+		if w.resets[owner] > 0 && !triedReset && !(below && pooled != nil && pooled()) {
 			triedReset = true
 			kw := w.enqueue(owner, class, need)
 			w.mu.Unlock()
