@@ -372,15 +372,7 @@ func newExecutor(ctx context.Context, cfg Config, b backend.Backend, log *slog.L
 		log.Info("removed leftover sandboxes", "count", n)
 	}
 	liveInstances.Store(e.instance, true)
-	go func() {
-		defer close(e.done)
-		e.sessions.reaper(e.stop, func() {
-			if e.warm != nil {
-				e.warm.expire()
-			}
-			e.retryRemovals()
-		})
-	}()
+	go e.reaper()
 	if e.liveness != nil {
 		e.bg.Add(1)
 		go func() {
@@ -407,6 +399,27 @@ func randomHex(n int) string {
 		panic("crypto/rand: " + err.Error()) // never happens on Linux
 	}
 	return hex.EncodeToString(b)
+}
+
+// reaper does the executor's periodic work until Close: sessions past
+// their life (sessions.reap), idle kept sandboxes past theirs
+// (warm.expire), and container removals to retry.
+func (e *Executor) reaper() {
+	defer close(e.done)
+	t := time.NewTicker(e.sessions.reapEvery())
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case now := <-t.C:
+			e.sessions.reap(now)
+			if e.warm != nil {
+				e.warm.expire()
+			}
+			e.retryRemovals()
+		}
+	}
 }
 
 // reapOrphans removes sandboxes and package volumes left by servers that

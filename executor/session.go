@@ -581,39 +581,34 @@ func (m *sessions) cleanup(ctx context.Context, owner, sessionID string) error {
 	return nil
 }
 
-// reaper ends sessions past their idle TTL or max lifetime, and forgets
-// tombstones past tombTTL, until stop is closed; each pass then calls
-// upkeep (the core's own periodic work). Busy sessions are left alone;
-// they are judged when their call returns.
-func (m *sessions) reaper(stop <-chan struct{}, upkeep func()) {
+// reapEvery is how often the executor's reaper calls reap: a tenth of
+// the sessions' idle TTL or max lifetime, whichever is shorter, between
+// 50 ms and 30 s.
+func (m *sessions) reapEvery() time.Duration {
 	every := m.core.config().Sessions.IdleTTL.D() / 10
 	if life := m.core.config().Sessions.MaxLifetime.D() / 10; life > 0 && (every <= 0 || life < every) {
 		every = life
 	}
-	every = min(max(every, 50*time.Millisecond), 30*time.Second)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case now := <-t.C:
-			if m.shared != nil {
-				m.reapShared(now)
-			}
-			m.mu.Lock()
-			for _, s := range m.byID {
-				if m.shared == nil && s.calls == 0 && m.expired(s, now) {
-					m.expire(s)
-				}
-			}
-			for id, tb := range m.tombs {
-				if now.Sub(tb.at) > tombTTL {
-					delete(m.tombs, id)
-				}
-			}
-			m.mu.Unlock()
-			upkeep()
+	return min(max(every, 50*time.Millisecond), 30*time.Second)
+}
+
+// reap ends sessions past their idle TTL or max lifetime at now, and
+// forgets tombstones past tombTTL. Busy sessions are left alone; they
+// are judged when their call returns.
+func (m *sessions) reap(now time.Time) {
+	if m.shared != nil {
+		m.reapShared(now)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range m.byID {
+		if m.shared == nil && s.calls == 0 && m.expired(s, now) {
+			m.expire(s)
+		}
+	}
+	for id, tb := range m.tombs {
+		if now.Sub(tb.at) > tombTTL {
+			delete(m.tombs, id)
 		}
 	}
 }
