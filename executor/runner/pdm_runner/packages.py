@@ -91,14 +91,9 @@ _USR_READ_ONLY = []  # [bool] once known
 def _usr_read_only(mountinfo="/proc/self/mountinfo"):
     """Whether / and every mount at or under /usr are read-only."""
     try:
-        with open(mountinfo) as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) < 6:
-                    continue
-                mnt = parts[4]
-                if (mnt == "/" or mnt == "/usr" or mnt.startswith("/usr/")) and "rw" in parts[5].split(","):
-                    return False
+        for mnt, opts, _ in _mounts(mountinfo):
+            if (mnt == "/" or mnt == "/usr" or mnt.startswith("/usr/")) and "rw" in opts:
+                return False
     except OSError:
         return False
     return True

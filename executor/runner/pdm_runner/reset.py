@@ -23,28 +23,32 @@ def _unescape(s):
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), s)
 
 
-def _writable_mounts(mountinfo="/proc/self/mountinfo"):
-    """The sandbox's read-write mount points whose contents outlive a
-    process (tmpfs /tmp, /workspace, /dev/shm, /dev and the like), outside
-    /proc and /sys. A writable root file system cannot be walked: it
-    fails the reset."""
-    out = []
+def _mounts(mountinfo="/proc/self/mountinfo"):
+    """(mount point, its options, file system type) of each mount."""
     with open(mountinfo) as f:
         for line in f:
             parts = line.split()
             if "-" not in parts:
                 continue
             sep = parts.index("-")
-            mnt = _unescape(parts[4])
-            fstype = parts[sep + 1]
-            if "rw" not in parts[5].split(",") or fstype in _NOT_WALKED:
-                continue
-            if mnt in ("/proc", "/sys") or mnt.startswith("/proc/") or mnt.startswith("/sys/"):
-                continue
-            if mnt == "/":
-                raise _ResetFailed("the root file system is writable (docker.read_only is false), so what a call "
-                                   "wrote anywhere cannot be found and removed")
-            out.append(mnt)
+            yield _unescape(parts[4]), parts[5].split(","), parts[sep + 1]
+
+
+def _writable_mounts(mountinfo="/proc/self/mountinfo"):
+    """The sandbox's read-write mount points whose contents outlive a
+    process (tmpfs /tmp, /workspace, /dev/shm, /dev and the like), outside
+    /proc and /sys. A writable root file system cannot be walked: it
+    fails the reset."""
+    out = []
+    for mnt, opts, fstype in _mounts(mountinfo):
+        if "rw" not in opts or fstype in _NOT_WALKED:
+            continue
+        if mnt in ("/proc", "/sys") or mnt.startswith("/proc/") or mnt.startswith("/sys/"):
+            continue
+        if mnt == "/":
+            raise _ResetFailed("the root file system is writable (docker.read_only is false), so what a call "
+                               "wrote anywhere cannot be found and removed")
+        out.append(mnt)
     return sorted(set(out))
 
 
