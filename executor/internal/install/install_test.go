@@ -1,12 +1,18 @@
 package install
 
 import (
+	"context"
+	"errors"
+	"io"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 )
 
 func TestInstallerArgs(t *testing.T) {
@@ -36,5 +42,38 @@ func TestInstalledVersion(t *testing.T) {
 		if got := installedVersion(tc.out, tc.name); got != tc.want {
 			t.Errorf("installedVersion(%q, %q) = %q, want %q", tc.out, tc.name, got, tc.want)
 		}
+	}
+}
+
+// lateTimer is a context whose deadline has passed but whose timer has not
+// yet marked it done: the moment in which a daemon dial fails with
+// "i/o timeout" before ctx.Err() says so.
+type lateTimer struct{ context.Context }
+
+func (lateTimer) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+// dialTimesOut fails the install as a dial to the daemon does when the
+// deadline passes during it.
+type dialTimesOut struct{ backend.Packages }
+
+func (dialTimesOut) Install(context.Context, backend.InstallJob, io.Writer, func(string) bool) (int, error) {
+	return 0, errors.New("attach installer: dial unix /var/run/docker.sock: i/o timeout")
+}
+
+func TestDeadlineSeenBeforeItsTimerIsATimeout(t *testing.T) {
+	s := Setup{
+		Backend: dialTimesOut{},
+		Package: config.Package{Timeout: config.Duration(time.Hour)},
+		Installer: func() (backend.Spec, Track, error) {
+			return backend.Spec{User: "1000:1000"}, func(string) (func(), error) { return func() {}, nil }, nil
+		},
+	}
+	res, err := run(lateTimer{context.Background()}, s, Request{Owner: "alice", Name: "pdmdemo"}, job{verb: "installing", what: "pdmdemo"})
+	if err != nil || res.Status != "timeout" || !strings.Contains(res.Message, "package.timeout") {
+		t.Errorf("a step that failed on the passed deadline: %+v, %v; want status timeout", res, err)
+	}
+	res, err = run(context.Background(), s, Request{Owner: "alice", Name: "pdmdemo"}, job{verb: "installing", what: "pdmdemo"})
+	if err == nil || !strings.Contains(err.Error(), "i/o timeout") {
+		t.Errorf("the same failure before the deadline: %+v, %v; want the error", res, err)
 	}
 }
