@@ -228,6 +228,46 @@ func TestCapabilitiesDenied(t *testing.T) {
 	}
 }
 
+// TestRunnerStreamsCannotBeReopened: code that calls libc itself (native
+// code allowed, so no audit hook stands in the way) cannot open the
+// runner's protocol streams again through /proc/1/fd, under any runtime.
+// Under runc the runner is non-dumpable and /proc/1/fd is closed; gVisor's
+// /proc applies no such check, and the runner's streams have mode 0. What
+// may open there is harmless: /dev/null, the pipes of the worker's own
+// call, and the cgroup file the runner reads OOM kills from.
+func TestRunnerStreamsCannotBeReopened(t *testing.T) {
+	e, _ := newExec(t, nil)
+	code := `import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+reached = []
+for n in range(64):
+    p = b"/proc/1/fd/%d" % n
+    buf = ctypes.create_string_buffer(256)
+    k = libc.readlink(p, buf, 255)
+    target = buf.raw[:k].decode() if k > 0 else "?"
+    for flags in (os.O_RDONLY | os.O_NONBLOCK, os.O_WRONLY | os.O_NONBLOCK, os.O_RDWR | os.O_NONBLOCK):
+        fd = libc.open(p, flags)
+        if fd >= 0:
+            os.close(fd)
+            if target != "/dev/null" and not target.startswith(("pipe:", "/sys/fs/cgroup/")):
+                reached.append("%d %s %o" % (n, target, flags))
+print(reached)
+`
+	for _, kind := range []string{"transient", "session"} {
+		req := Request{Owner: "o", Code: code, Imports: gated(t, code), Capabilities: &Capabilities{NativeCode: true}}
+		var res *Result
+		if kind == "transient" {
+			res = transient(t, e, req)
+		} else {
+			res, _ = persistent(t, e, "", req)
+		}
+		wantStatus(t, res, "ok")
+		if res.Stdout != "[]\n" {
+			t.Errorf("%s: the runner's descriptors opened by libc: %s", kind, res.Stdout)
+		}
+	}
+}
+
 // TestModuleRulesJudgeCTwinsAndHelpers: blocked modules and their C
 // implementations are one module, and library helpers that import a
 // string do not import a blocked module for user code; a file name

@@ -17,7 +17,7 @@ export G=${G:-/tmp/pdm-gvisor-$$}
 # TestOOMOfAChildProcess, TestRunnerIsUnreachable, TestSandboxConfinement,
 # TestNetworkLease, and TestOOM, which TestGVisorOOM replaces (an OOM kill
 # under runsc is now and then reported "killed": the daemon got no mark).
-TESTS=${TESTS:-'^(TestGVisor.*|TestTransientPrint|TestTransientState|TestTransientFiguresAndFiles|TestPersistentSession|TestTimeoutTransient|TestTimeoutPersistent|TestCapabilitiesDenied|TestCapabilitiesAllowed|TestModuleRulesJudgeCTwinsAndHelpers|TestForgedFramesCannotAnswer|TestTreeVolume|TestPoolNeverReuses|TestPoolSession|TestParse|TestInstallIntoSession)$'}
+TESTS=${TESTS:-'^(TestGVisor.*|TestTransientPrint|TestTransientState|TestTransientFiguresAndFiles|TestPersistentSession|TestTimeoutTransient|TestTimeoutPersistent|TestCapabilitiesDenied|TestCapabilitiesAllowed|TestModuleRulesJudgeCTwinsAndHelpers|TestForgedFramesCannotAnswer|TestRunnerStreamsCannotBeReopened|TestTreeVolume|TestPoolNeverReuses|TestPoolSession|TestParse|TestInstallIntoSession)$'}
 trap '.ci/gvisor/down.sh' EXIT
 host=$(.ci/gvisor/up.sh | tail -1)
 export DOCKER_HOST=${host#DOCKER_HOST=}

@@ -190,7 +190,7 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals, calls=())
             return False
 
     def check_path(path, _proc=proc_prefixes, _public=proc_public, _ptmx=ptmx, _denied=denied, _trusted=_TRUSTED,
-                   _strval=strval, _realpath=os.path.realpath):
+                   _strval=strval, _realpath=os.path.realpath, _abspath=os.path.abspath):
         if type(path) is bytes:
             path = path.decode("utf-8", "surrogateescape")
         path = _strval(path)
@@ -199,7 +199,12 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals, calls=())
         if path.startswith(_trusted) and "/.." not in path:
             return
         real = _realpath(path)
-        if (real.startswith(_proc) or real + "/" in _proc) and real not in _public:
+        # The path as written counts too: where the kernel lets
+        # /proc/1/fd/<n> be read (gVisor), its real path is the file the
+        # runner holds, e.g. /dev/null.
+        lex = _abspath(path) if path.startswith("/proc") or not path.startswith("/") else real
+        if ((real.startswith(_proc) or real + "/" in _proc) and real not in _public) or \
+                ((lex.startswith(_proc) or lex + "/" in _proc) and lex not in _public):
             raise PermissionError(errno.EACCES, "opening %s is not allowed in the sandbox (it belongs to the sandbox's runner)" % path)
         if real.startswith("/proc/") and (real.endswith("/mem") or "/map_files/" in real + "/"):
             # The kernel refuses them too: the worker is non-dumpable.

@@ -91,6 +91,19 @@ _DEVNULL = os.open(os.devnull, os.O_RDWR)
 os.dup2(_DEVNULL, 0)
 os.dup2(_DEVNULL, 1)
 os.dup2(_DEVNULL, 2)
+# The protocol streams get mode 0: nothing in the sandbox may open them
+# again through /proc/1/fd. Non-dumpable already closes /proc/1/fd under
+# Linux; gVisor's /proc applies no such check (any process of the sandbox
+# opens another's /proc/<pid>/fd/<n>), but it refuses to reopen a stream of
+# mode 0, and chmod back does not reopen it either (measured with Debian's
+# runsc 20221219; executor/README.md, "gVisor"). Already open descriptors
+# (the runner's) are unaffected; a stream that cannot be chmodded is left.
+for _fd in (_PROTO_IN, _PROTO_OUT, _DIAG):
+    try:
+        os.fchmod(_fd, 0)
+    except OSError:
+        pass
+del _fd
 
 _WORKDIR = os.getcwd()
 _GRACE = 1.0  # seconds the worker gets to stop after its time limit or a cancel (default)

@@ -45,6 +45,10 @@ CHILD = textwrap.dedent("""
 """) % loader.HERE
 
 
+# A file the test process holds open: the guarded child is its child.
+PARENT_FILE = open(__file__)
+
+
 class AuditHookTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -56,6 +60,9 @@ class AuditHookTest(unittest.TestCase):
             "ctypes": "import ctypes",
             "blocked call": "eval('1 + 1')",
             "runner's proc files": "open('/proc/1/environ').read()",
+            # The parent's descriptor of a file resolves to the file where
+            # /proc/<pid>/fd can be read (gVisor): the path as written counts.
+            "runner's descriptor": "import os\nopen('/proc/%%d/fd/%d' %% os.getppid()).read()" % PARENT_FILE.fileno(),
             "introspection": "import gc\ngc.get_objects()",
             # The runner's globals can be reached by a frame walk; the
             # guard's functions keep their own copies.
@@ -93,6 +100,7 @@ class AuditHookTest(unittest.TestCase):
 
     def test_runner_files_introspection_and_frames_refused(self):
         self.check("runner's proc files", "error", "PermissionError", "belongs to the sandbox's runner")
+        self.check("runner's descriptor", "error", "PermissionError", "belongs to the sandbox's runner")
         self.check("introspection", "error", "PermissionError", "gc.get_objects is not allowed in the sandbox")
         self.check("rebound runner global", "error", "ModuleBlockedError", "module 'subprocess' is blocked")
 
