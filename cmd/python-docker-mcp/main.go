@@ -14,7 +14,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -101,16 +100,4 @@ flags (before or after the command):
 func usageError(stderr io.Writer, err error) int {
 	fmt.Fprintf(stderr, "python-docker-mcp: %v\n\n%s", err, usage)
 	return exitUsage
-}
-
-// exitFor maps an error to an exit code.
-func exitFor(err error) int {
-	var cerr config.Errors
-	switch {
-	case err == nil:
-		return exitOK
-	case errors.As(err, &cerr):
-		return exitConfig
-	}
-	return exitFail
 }

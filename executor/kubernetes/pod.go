@@ -50,9 +50,6 @@ const startGate = `IFS= read -r _ || exit 125; printf '\006' >&2; exec "$0" "$@"
 // gateAck is the byte the start gate writes to stderr once its line came.
 const gateAck = 0x06
 
-// gateExitCode is the exit status of a sandbox whose start gate saw EOF.
-const gateExitCode = 125
-
 // Pod is the whole hardening of a sandbox in Kubernetes terms: a pure
 // function from the Spec, the backend's Config and the Pod's name to the
 // Pod to create. The Spec must be valid (Spec.Validate).

@@ -113,8 +113,6 @@ func outputNote(cfg config.Config) string {
 		") is attached as a resource link to read with resources/read, kept for " + durationText(cfg.Outputs.TTL.D()) + ". "
 }
 
-const sessionDescription = "The id of a persistent session, as returned by execute-persistent."
-
 // Scope kinds: which of the configured scopes (auth.scopes) a tool call
 // needs over HTTP. auth.ScopeFor decides; a test keeps it in step with
 // toolDefs.
