@@ -215,13 +215,16 @@ func TestReuseFreshRandomStreams(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		inSandbox(t, call, code) // the pool learns the principal's numpy class
 	}
-	ids, seen := map[string]int{}, map[string]bool{}
-	for i := 0; i < 6; i++ {
+	// Six calls in preloaded sandboxes, out of at most twelve: under a
+	// heavy load a call may take a cold sandbox the pool could not preload
+	// in time; its streams are checked too, but it does not count.
+	ids, seen, preloaded := map[string]int{}, map[string]bool{}, 0
+	for i := 0; i < 12 && preloaded < 6; i++ {
 		id, out := inSandbox(t, call, code)
-		ids[id]++
 		t.Logf("call %d in %s: %s", i, id, out)
-		if !strings.HasSuffix(strings.TrimSpace(out), "(True, True)") {
-			t.Fatalf("call %d: random and numpy.random were not imported before the call (%s): this test shows nothing", i, out)
+		if strings.HasSuffix(strings.TrimSpace(out), "(True, True)") {
+			preloaded++
+			ids[id]++
 		}
 		for j, v := range strings.Fields(out)[:3] {
 			if seen[fmt.Sprint(j, v)] {
@@ -230,12 +233,15 @@ func TestReuseFreshRandomStreams(t *testing.T) {
 			seen[fmt.Sprint(j, v)] = true
 		}
 	}
+	if preloaded < 6 {
+		t.Fatalf("%d of 12 calls ran with random and numpy.random imported before them: this test shows nothing", preloaded)
+	}
 	most := 0
 	for _, n := range ids {
 		most = max(most, n)
 	}
 	if most < 3 {
-		t.Errorf("six calls ran in sandboxes %v: want three or more in one kept sandbox, or this test shows nothing", ids)
+		t.Errorf("six preloaded calls ran in sandboxes %v: want three or more in one kept sandbox, or this test shows nothing", ids)
 	}
 }
 
