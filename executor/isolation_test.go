@@ -232,7 +232,8 @@ func TestCapabilitiesDenied(t *testing.T) {
 // code allowed, so no audit hook stands in the way) cannot open the
 // runner's protocol streams again through /proc/1/fd, under any runtime.
 // Under runc the runner is non-dumpable and /proc/1/fd is closed; gVisor's
-// /proc applies no such check, and the runner's streams have mode 0. What
+// /proc applies no such check, and the runner's streams have mode 0 (the
+// code puts the mode back first). What
 // may open there is harmless: /dev/null, the pipes of the worker's own
 // call, and the cgroup file the runner reads OOM kills from.
 func TestRunnerStreamsCannotBeReopened(t *testing.T) {
@@ -245,6 +246,7 @@ for n in range(64):
     buf = ctypes.create_string_buffer(256)
     k = libc.readlink(p, buf, 255)
     target = buf.raw[:k].decode() if k > 0 else "?"
+    libc.chmod(p, 0o666)  # a mode the runner set is put back first
     for flags in (os.O_RDONLY | os.O_NONBLOCK, os.O_WRONLY | os.O_NONBLOCK, os.O_RDWR | os.O_NONBLOCK):
         fd = libc.open(p, flags)
         if fd >= 0:
