@@ -73,7 +73,7 @@ func (m measured) Ready(ctx context.Context, edit func(*backend.Spec)) (func(con
 	if err != nil {
 		return nil, err
 	}
-	meta := sandboxMeta{Kind: KindTransient, Instance: e.instance, PID: e.pid, Host: e.host, Created: time.Now()}
+	meta := e.owned(sandboxMeta{Kind: KindTransient})
 	spec := sandboxSpec(e.config().Docker, lim, meta)
 	if edit != nil {
 		edit(&spec)

@@ -3,7 +3,6 @@ package executor
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/install"
@@ -115,9 +114,7 @@ func (e *Executor) Install(ctx context.Context, req InstallRequest) (*InstallRes
 		if err != nil {
 			return backend.Spec{}, nil, err
 		}
-		meta := meta
-		meta.Instance, meta.PID, meta.Host, meta.Created = e.instance, e.pid, e.host, time.Now()
-		meta.stamp(e.self)
+		meta := e.owned(meta)
 		track := func(id string) (func(), error) {
 			sb := &sandbox{id: id, meta: meta, lim: lim, quit: make(chan struct{})}
 			if !e.track(sb) {

@@ -1,6 +1,10 @@
 package executor
 
-import "github.com/python-docker-mcp/python-docker-mcp/executor/internal/owner"
+import (
+	"time"
+
+	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/owner"
+)
 
 // Labels that say which server process owns a sandbox or volume, so the
 // startup reaper of one server never removes another live server's
@@ -21,6 +25,18 @@ const (
 // metadata.
 func (m *sandboxMeta) stamp(id owner.Identity) {
 	m.PIDNS, m.Server = id.PIDNS, id.Container
+}
+
+// owned is m as this executor's: its instance, process, host and the
+// server's identity (what the reapers of other servers judge), created
+// now unless m says when.
+func (e *Executor) owned(m sandboxMeta) sandboxMeta {
+	m.Instance, m.PID, m.Host = e.instance, e.pid, e.host
+	m.stamp(e.self)
+	if m.Created.IsZero() {
+		m.Created = time.Now()
+	}
+	return m
 }
 
 // ownerOf is what a sandbox's or volume's labels say about the server

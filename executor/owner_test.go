@@ -1,7 +1,9 @@
 package executor
 
 import (
+	"maps"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -90,5 +92,29 @@ func TestSandboxesCarryTheOwnerIdentity(t *testing.T) {
 	want := owner.Server{Instance: "i1", PID: "42", Host: "h", Identity: owner.Identity{PIDNS: "pid:[8]", Container: "c1"}}
 	if got := ownerOf(meta.labels()); got != want {
 		t.Errorf("ownerOf(labels) = %+v, want %+v", got, want)
+	}
+}
+
+// TestOwnedStampsEverySite: every container the executor starts for
+// itself or a call (sandboxes, helpers, installers, the cost measurement's)
+// takes its meta from owned, which carries the whole owner identity.
+func TestOwnedStampsEverySite(t *testing.T) {
+	e, _ := newFake(t, nil)
+	e.self = owner.Identity{PIDNS: "pid:[9]", Container: "c9"}
+	before := time.Now()
+	m := e.owned(sandboxMeta{Kind: KindInstaller, Owner: "alice"})
+	want := owner.Server{Instance: e.instance, PID: strconv.Itoa(e.pid), Host: e.host, Identity: e.self}
+	if got := ownerOf(m.labels()); got != want || m.Owner != "alice" || m.Created.Before(before) {
+		t.Errorf("owned: owner %+v (want %+v), meta %+v", got, want, m)
+	}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if m := e.owned(sandboxMeta{Kind: KindTransient, Created: at}); !m.Created.Equal(at) {
+		t.Errorf("owned changed a given creation time to %v", m.Created)
+	}
+	spec := e.helperSpec(KindNetwork)
+	all := maps.Clone(spec.Labels)
+	maps.Copy(all, spec.Annotations)
+	if got := ownerOf(all); got != want {
+		t.Errorf("a helper's labels name %+v, want %+v", got, want)
 	}
 }

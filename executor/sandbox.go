@@ -131,11 +131,7 @@ func (e *Executor) startWithin(ctx context.Context, meta sandboxMeta, lim Limits
 // startWith is start; with tree, the sandbox may mount the backend's copy
 // of the interpreter tree (see backend.Tree), and mounted says it did.
 func (e *Executor) startWith(ctx context.Context, meta sandboxMeta, lim Limits, tree bool) (_ *sandbox, mounted bool, _ error) {
-	meta.Instance, meta.PID, meta.Host = e.instance, e.pid, e.host
-	meta.stamp(e.self)
-	if meta.Created.IsZero() {
-		meta.Created = time.Now()
-	}
+	meta = e.owned(meta)
 	if _, ok := e.be.(backend.Packages); !ok {
 		meta.Packages = "" // package volumes need a backend with them
 	}

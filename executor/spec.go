@@ -197,8 +197,7 @@ func (m sandboxMeta) labels() map[string]string {
 // network namespace holder, a tree volume's filler): a sandbox's
 // hardening with small limits, labelled kind and owned by this executor.
 func (e *Executor) helperSpec(kind string) backend.Spec {
-	meta := sandboxMeta{Kind: kind, Instance: e.instance, PID: e.pid, Host: e.host, Created: time.Now()}
-	meta.stamp(e.self)
+	meta := e.owned(sandboxMeta{Kind: kind})
 	d := e.config().Docker
 	return sandboxSpec(d, Limits{Memory: 16 << 20, CPUs: 0.1, Pids: 4, Runtime: d.Runtime}, meta)
 }
