@@ -251,14 +251,19 @@ func TestReuseFreshRandomStreams(t *testing.T) {
 func TestReuseRetiresOnTimeoutOOMAndForgery(t *testing.T) {
 	dockertest.RequireImage(t, config.Default().Docker.Image)
 	c := stdioClient(t, "", reuseArgs)
-	for _, tt := range []struct{ name, code, status string }{
-		{"timeout", "while True: pass", "timeout"},
-		{"oom", "x = bytearray(2 << 30)", "oom"},
-		{"a forged reply", "import os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, b'\\x00\\x00\\x00\\x05junk!')\n    except OSError:\n        pass", "killed"},
+	// Only the timeout case needs a short limit: on a slow machine,
+	// filling 2 GiB up to the memory limit can take longer than 2 s.
+	for _, tt := range []struct {
+		name, code, status string
+		timeout            int
+	}{
+		{"timeout", "while True: pass", "timeout", 2},
+		{"oom", "x = bytearray(2 << 30)", "oom", 30},
+		{"a forged reply", "import os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, b'\\x00\\x00\\x00\\x05junk!')\n    except OSError:\n        pass", "killed", 30},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			call := func(code string) *sdk.CallToolResult {
-				return c.call(t, "execute-transient", map[string]any{"code": code, "timeout": 2})
+				return c.call(t, "execute-transient", map[string]any{"code": code, "timeout": tt.timeout})
 			}
 			id0, _ := inSandbox(t, call, "")
 			id1, _ := inSandbox(t, call, "")
