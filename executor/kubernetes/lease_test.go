@@ -92,6 +92,36 @@ func TestCreateRateLimited(t *testing.T) {
 	}
 }
 
+// lateTimer is a context whose deadline has passed but whose timer has not
+// yet marked it done: the moment in which a request that failed on the
+// deadline is seen before ctx.Err() says so.
+type lateTimer struct{ context.Context }
+
+func (lateTimer) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+// TestCreateDeadlineSeenBeforeItsTimer: a Create whose request reached the
+// API server (the Pod exists) and failed on the passed deadline before
+// ctx's timer marked ctx done leaves no Pod behind and returns
+// DeadlineExceeded (TestClusterSuite/CreateCancelled met this on the real
+// cluster).
+func TestCreateDeadlineSeenBeforeItsTimer(t *testing.T) {
+	cs := fake.NewClientset()
+	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if err := cs.Tracker().Add(a.(k8stesting.CreateAction).GetObject()); err != nil {
+			t.Fatal(err)
+		}
+		return true, nil, errors.New("Post \"https://127.0.0.1:6443/api/v1/namespaces/sandboxes/pods\": net/http: request canceled")
+	})
+	b := &Backend{cfg: Config{Namespace: "sandboxes", StartTimeout: time.Minute}, client: cs}
+	spec := backendtest.Spec("python-docker-mcp-sandbox:latest", "run", "pass")
+	if _, err := b.Create(lateTimer{context.Background()}, spec); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Create past its deadline = %v, want DeadlineExceeded", err)
+	}
+	if pods, err := cs.CoreV1().Pods("sandboxes").List(context.Background(), metav1.ListOptions{}); err != nil || len(pods.Items) != 0 {
+		t.Errorf("pods after a Create that failed on its deadline: %d, %v; want none", len(pods.Items), err)
+	}
+}
+
 // TestDropStaleLeases: a live server deletes other servers' Leases not
 // renewed for leaseForget, and leaves its own, fresh ones and session
 // records alone.
