@@ -43,6 +43,21 @@ var (
 	ErrStart = errors.New("sandbox did not start")
 )
 
+// Ended is ctx's error, or context.DeadlineExceeded once ctx's deadline
+// has passed: a call that failed on the deadline (a dial that says "i/o
+// timeout", a request cancelled on it) can return a moment before ctx's
+// own timer has marked ctx done. Backends and their callers ask it, not
+// ctx.Err(), when they judge whether ctx's end caused a failure.
+func Ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
 // Spec is everything a backend needs to create one sandbox. It carries no
 // backend-specific type; each backend documents how it maps every field.
 type Spec struct {

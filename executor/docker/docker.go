@@ -132,19 +132,6 @@ func Err(op, image string, err error) error {
 	return fmt.Errorf("%s: %w", op, err)
 }
 
-// ended is ctx's error, or DeadlineExceeded once ctx's deadline has
-// passed: a call that failed on the deadline (a dial to the daemon says
-// "i/o timeout") can return before ctx's timer has marked ctx done.
-func ended(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
-		return context.DeadlineExceeded
-	}
-	return nil
-}
-
 // Create creates the container, attaches its streams, then starts it. The
 // create call is not cancelled with ctx (a create aborted on the client
 // side may still complete in the daemon and leave an untracked container);
@@ -181,7 +168,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (_ *backend.San
 	}
 	att, err := b.api.ContainerAttach(ctx, id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
 	if err != nil {
-		if cerr := ended(ctx); cerr != nil {
+		if cerr := backend.Ended(ctx); cerr != nil {
 			return nil, fmt.Errorf("attach sandbox: %w", cerr)
 		}
 		return nil, Err("attach sandbox", "", err)
@@ -207,7 +194,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (_ *backend.San
 		errW.CloseWithError(err)
 	}()
 	if _, err := b.api.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
-		if cerr := ended(ctx); cerr != nil {
+		if cerr := backend.Ended(ctx); cerr != nil {
 			return nil, fmt.Errorf("start sandbox: %w: %w", backend.ErrStart, cerr)
 		}
 		if client.IsErrConnectionFailed(err) {

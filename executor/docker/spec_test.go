@@ -1,10 +1,7 @@
 package docker
 
 import (
-	"context"
-	"errors"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/moby/moby/api/types/mount"
@@ -71,28 +68,5 @@ func TestContainerConfigHardening(t *testing.T) {
 	cfg, host = ContainerConfig(spec)
 	if host.NetworkMode != "container:abc123" || cfg.Hostname != "" {
 		t.Errorf("joined network: mode %q hostname %q, want container:abc123 and none", host.NetworkMode, cfg.Hostname)
-	}
-}
-
-// lateTimer is a context whose deadline has passed but whose timer has not
-// yet marked it done.
-type lateTimer struct{ context.Context }
-
-func (lateTimer) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
-
-// TestEndedSeesThePassedDeadline: a daemon call that failed on ctx's
-// deadline before ctx's timer marked ctx done is reported as ctx's end,
-// as the backend contract asks (backendtest.CreateCancelled).
-func TestEndedSeesThePassedDeadline(t *testing.T) {
-	if err := ended(lateTimer{context.Background()}); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("ended(passed deadline) = %v, want DeadlineExceeded", err)
-	}
-	if err := ended(context.Background()); err != nil {
-		t.Errorf("ended(no deadline) = %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := ended(ctx); !errors.Is(err, context.Canceled) {
-		t.Errorf("ended(cancelled) = %v, want Canceled", err)
 	}
 }

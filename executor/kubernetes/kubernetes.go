@@ -176,13 +176,6 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (*backend.Sandb
 	}
 }
 
-// pastDeadline reports whether ctx's deadline has passed, which a request
-// that failed on it can see before ctx's timer has marked ctx done.
-func pastDeadline(ctx context.Context) bool {
-	dl, ok := ctx.Deadline()
-	return ok && !time.Now().Before(dl)
-}
-
 // errNoRoom marks a Pod that the kubelet rejected for want of resources.
 var errNoRoom = errors.New("rejected by the node for want of resources")
 
@@ -213,11 +206,10 @@ func (b *Backend) create(ctx context.Context, spec backend.Spec) (*backend.Sandb
 			<-ctx.Done()
 		}
 		err = b.apiErr("create sandbox pod", err)
-		cerr := ctx.Err()
-		if cerr == nil && (pastDeadline(ctx) || errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err)) {
-			// The deadline ended the request a moment before ctx's own
-			// timer marked it done, or the API server gave up: the Pod may
-			// exist all the same.
+		cerr := backend.Ended(ctx)
+		if cerr == nil && (errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err)) {
+			// The API server or the transport gave up on the deadline:
+			// the Pod may exist all the same.
 			cerr = context.DeadlineExceeded
 		}
 		if cerr != nil {

@@ -92,13 +92,6 @@ func TestCreateRateLimited(t *testing.T) {
 	}
 }
 
-// lateTimer is a context whose deadline has passed but whose timer has not
-// yet marked it done: the moment in which a request that failed on the
-// deadline is seen before ctx.Err() says so.
-type lateTimer struct{ context.Context }
-
-func (lateTimer) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
-
 // TestCreateDeadlineSeenBeforeItsTimer: a Create whose request reached the
 // API server (the Pod exists) and failed on the passed deadline before
 // ctx's timer marked ctx done leaves no Pod behind and returns
@@ -114,7 +107,7 @@ func TestCreateDeadlineSeenBeforeItsTimer(t *testing.T) {
 	})
 	b := &Backend{cfg: Config{Namespace: "sandboxes", StartTimeout: time.Minute}, client: cs}
 	spec := backendtest.Spec("python-docker-mcp-sandbox:latest", "run", "pass")
-	if _, err := b.Create(lateTimer{context.Background()}, spec); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := b.Create(backendtest.DeadlinePassed(context.Background()), spec); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Create past its deadline = %v, want DeadlineExceeded", err)
 	}
 	if pods, err := cs.CoreV1().Pods("sandboxes").List(context.Background(), metav1.ListOptions{}); err != nil || len(pods.Items) != 0 {

@@ -26,6 +26,15 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 )
 
+// DeadlinePassed is parent with a deadline that has passed but a timer
+// that has not yet marked it done: the moment in which a call that failed
+// on the deadline is seen before ctx.Err() says so (see backend.Ended).
+func DeadlinePassed(parent context.Context) context.Context { return deadlinePassed{parent} }
+
+type deadlinePassed struct{ context.Context }
+
+func (deadlinePassed) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
 // LabelRun marks the sandboxes of one check.
 const LabelRun = "python-docker-mcp.test-run"
 

@@ -332,7 +332,7 @@ func run(ctx context.Context, s Setup, req Request, j job) (*Result, error) {
 		return nil, abandoned
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("install cancelled: %w", ctx.Err())
-	case ictx.Err() != nil || pastDeadline(ictx):
+	case backend.Ended(ictx) != nil:
 		remove()
 		res.Status = "timeout"
 		res.Message = fmt.Sprintf("%s %s took longer than %s (package.timeout); the installer was stopped and nothing was installed", j.verb, requirement, timeout)
@@ -474,11 +474,3 @@ func (o *output) result() (string, bool) {
 }
 
 var _ io.Writer = (*output)(nil)
-
-// pastDeadline reports whether ctx's deadline has passed. A step that
-// failed on the deadline (a dial to the daemon returns "i/o timeout") can
-// be seen before the context's own timer has marked it done.
-func pastDeadline(ctx context.Context) bool {
-	dl, ok := ctx.Deadline()
-	return ok && !time.Now().Before(dl)
-}

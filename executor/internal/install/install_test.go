@@ -13,6 +13,7 @@ import (
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend/backendtest"
 )
 
 func TestInstallerArgs(t *testing.T) {
@@ -45,13 +46,6 @@ func TestInstalledVersion(t *testing.T) {
 	}
 }
 
-// lateTimer is a context whose deadline has passed but whose timer has not
-// yet marked it done: the moment in which a daemon dial fails with
-// "i/o timeout" before ctx.Err() says so.
-type lateTimer struct{ context.Context }
-
-func (lateTimer) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
-
 // dialTimesOut fails the install as a dial to the daemon does when the
 // deadline passes during it.
 type dialTimesOut struct{ backend.Packages }
@@ -68,7 +62,7 @@ func TestDeadlineSeenBeforeItsTimerIsATimeout(t *testing.T) {
 			return backend.Spec{User: "1000:1000"}, func(string) (func(), error) { return func() {}, nil }, nil
 		},
 	}
-	res, err := run(lateTimer{context.Background()}, s, Request{Owner: "alice", Name: "pdmdemo"}, job{verb: "installing", what: "pdmdemo"})
+	res, err := run(backendtest.DeadlinePassed(context.Background()), s, Request{Owner: "alice", Name: "pdmdemo"}, job{verb: "installing", what: "pdmdemo"})
 	if err != nil || res.Status != "timeout" || !strings.Contains(res.Message, "package.timeout") {
 		t.Errorf("a step that failed on the passed deadline: %+v, %v; want status timeout", res, err)
 	}
