@@ -203,9 +203,9 @@ def _install_guard(caps, allowed, blocked, main_ident, runner_globals, calls=())
         # /proc/1/fd/<n> be read (gVisor), its real path is the file the
         # runner holds, e.g. /dev/null.
         lex = _abspath(path) if path.startswith("/proc") or not path.startswith("/") else real
-        if ((real.startswith(_proc) or real + "/" in _proc) and real not in _public) or \
-                ((lex.startswith(_proc) or lex + "/" in _proc) and lex not in _public):
-            raise PermissionError(errno.EACCES, "opening %s is not allowed in the sandbox (it belongs to the sandbox's runner)" % path)
+        for p in (real, lex):
+            if (p.startswith(_proc) or p + "/" in _proc) and p not in _public:
+                raise PermissionError(errno.EACCES, "opening %s is not allowed in the sandbox (it belongs to the sandbox's runner)" % path)
         if real.startswith("/proc/") and (real.endswith("/mem") or "/map_files/" in real + "/"):
             # The kernel refuses them too: the worker is non-dumpable.
             raise PermissionError(errno.EACCES, "opening %s is not allowed in the sandbox: no process may read or "
