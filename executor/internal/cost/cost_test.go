@@ -97,7 +97,9 @@ func (p *playsRunner) Start(ctx context.Context, id string) error {
 	p.served = make(chan struct{})
 	go func() {
 		defer close(p.served)
-		if protocol.WriteFrame(p.stdout, protocol.Ready{Op: "ready"}) != nil || protocol.SkipPreamble(p.stdin) != nil {
+		// As the runner: the preamble is read before the ready frame, so
+		// the request that follows the ready frame comes after it.
+		if protocol.SkipPreamble(p.stdin) != nil || protocol.WriteFrame(p.stdout, protocol.Ready{Op: "ready"}) != nil {
 			return
 		}
 		data, err := protocol.ReadFrame(p.stdin, func() int64 { return 1 << 20 })
