@@ -53,7 +53,7 @@ func TestConfigErrorsExit3(t *testing.T) {
 		{"--set", "policy.paths=/nonexistent"},
 		{"--set", "limits.max_output_bytes=-1"},
 	} {
-		cmd := exec.Command(binary, append(args, "--set", "pool.enabled=false")...)
+		cmd := serverCommand(append(args, "--set", "pool.enabled=false")...)
 		cmd.Env = serverEnv(t)
 		out, err := cmd.CombinedOutput()
 		var ee *exec.ExitError

@@ -235,7 +235,7 @@ var listenURL = regexp.MustCompile(`url=(http://\S+)`)
 func startReplica(t *testing.T, kb *kubernetes.Backend, cfgPath string) *replica {
 	t.Helper()
 	r := &replica{log: &lockedBuffer{}}
-	r.cmd = exec.Command(binary, "--config", cfgPath, "--transport", "http", "--addr", "127.0.0.1:0")
+	r.cmd = serverCommand("--config", cfgPath, "--transport", "http", "--addr", "127.0.0.1:0")
 	r.cmd.Env = serverEnv(t)
 	stderr, _ := r.cmd.StderrPipe()
 	if err := r.cmd.Start(); err != nil {

@@ -101,7 +101,7 @@ func newSDKClient(c *mcpClient) *sdk.Client {
 // client's CommandTransport.
 func stdioClient(t *testing.T, protocol string, args []string, env ...string) *mcpClient {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	cmd := serverCommand(args...)
 	cmd.Env = serverEnv(t, env...)
 	c := &mcpClient{stderr: &lockedBuffer{}}
 	cmd.Stderr = c.stderr
@@ -383,7 +383,7 @@ func startHTTP(t testing.TB, cli *client.Client, args ...string) (string, *locke
 // startHTTPServer is startHTTP that also returns the server's process id.
 func startHTTPServer(t testing.TB, cli *client.Client, args ...string) (string, *lockedBuffer, int) {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"--transport", "http", "--addr", "127.0.0.1:0"}, args...)...)
+	cmd := serverCommand(append([]string{"--transport", "http", "--addr", "127.0.0.1:0"}, args...)...)
 	cmd.Env = serverEnv(t)
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {

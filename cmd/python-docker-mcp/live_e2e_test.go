@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"sort"
 	"strings"
 	"sync"
@@ -214,7 +213,7 @@ func TestLiveOutputHTTP(t *testing.T) {
 // client to it (stdioClient with a client of the test's own).
 func connectStdio(t *testing.T, client *sdk.Client, c *mcpClient, args []string, env ...string) *sdk.ClientSession {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	cmd := serverCommand(args...)
 	cmd.Env = serverEnv(t, env...)
 	cmd.Stderr = c.stderr
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

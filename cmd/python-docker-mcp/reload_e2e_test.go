@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -75,7 +74,7 @@ func TestReloadWhileServing(t *testing.T) {
 	write(file("2s", 1, "", ""))
 
 	var listChanged atomic.Int64
-	cmd := exec.Command(binary, "--config", path)
+	cmd := serverCommand("--config", path)
 	cmd.Env = serverEnv(t)
 	c := &mcpClient{stderr: &lockedBuffer{}}
 	cmd.Stderr = c.stderr

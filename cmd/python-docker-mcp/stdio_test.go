@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -87,7 +86,7 @@ func TestAnnounceStdioOnlyOnATerminal(t *testing.T) {
 // is killed; its stderr is logged if t failed.
 func rawServer(t *testing.T, args ...string) (io.WriteCloser, <-chan string, *lockedBuffer) {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	cmd := serverCommand(args...)
 	cmd.Env = serverEnv(t)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()

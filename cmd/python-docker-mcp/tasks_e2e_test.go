@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -265,7 +264,7 @@ func TestTasksModernHTTP(t *testing.T) {
 // its output while it runs, tasks/result gives its result.
 func TestTasksStdio(t *testing.T) {
 	dockertest.RequireImage(t, config.Default().Docker.Image)
-	cmd := exec.Command(binary)
+	cmd := serverCommand()
 	cmd.Env = serverEnv(t)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()

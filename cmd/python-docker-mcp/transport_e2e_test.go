@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -59,7 +58,7 @@ func TestStdioClientGone(t *testing.T) {
 		{"stdout closed", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cmd := exec.Command(binary, "--set", "pool.enabled=false")
+			cmd := serverCommand("--set", "pool.enabled=false")
 			cmd.Env = serverEnv(t)
 			stdin, _ := cmd.StdinPipe()
 			stdout, _ := cmd.StdoutPipe()
