@@ -329,7 +329,7 @@ func TestCapsReaperAsksHost(t *testing.T) {
 	fd := fake.NewDocker()
 	fd.SetRunning("live", true)
 	meta := func(server string) sandboxMeta {
-		return sandboxMeta{Kind: KindTransient, Instance: randomHex(8), PID: 1, Host: "elsewhere", Server: server, PIDNS: "pid:[1]", Created: time.Now()}
+		return sandboxMeta{Kind: backend.KindTransient, Instance: randomHex(8), PID: 1, Host: "elsewhere", Server: server, PIDNS: "pid:[1]", Created: time.Now()}
 	}
 	spec := func(server string) backend.Spec { return sandboxSpec(config.Default().Docker, Limits{}, meta(server)) }
 	ofLive, ofDead := fd.Adopt(spec("live")), fd.Adopt(spec("dead"))
@@ -386,13 +386,13 @@ func TestCapsSessionVolumeGoesWithTheSession(t *testing.T) {
 			})
 			sid := fakeSession(t, e, "alice", "set x 1")
 			volumes := func() []string {
-				l, err := fd.Volumes(context.Background(), LabelSession)
+				l, err := fd.Volumes(context.Background(), backend.LabelSession)
 				if err != nil {
 					t.Fatal(err)
 				}
 				var names []string
 				for _, v := range l {
-					if v.Labels[LabelSession] == sid {
+					if v.Labels[backend.LabelSession] == sid {
 						names = append(names, v.Name)
 					}
 				}
@@ -421,7 +421,7 @@ func TestCapsInstallForTransientCalls(t *testing.T) {
 		defer mu.Unlock()
 		for _, v := range spec.Volumes {
 			if v.ReadOnly && v.Path != "/usr" {
-				owner := spec.Annotations[LabelOwner]
+				owner := spec.Annotations[backend.LabelOwner]
 				mounts[owner] = append(mounts[owner], v.Name)
 			}
 		}

@@ -73,7 +73,7 @@ func (m measured) Ready(ctx context.Context, edit func(*backend.Spec)) (func(con
 	if err != nil {
 		return nil, err
 	}
-	meta := e.owned(sandboxMeta{Kind: KindTransient})
+	meta := e.owned(sandboxMeta{Kind: backend.KindTransient})
 	spec := sandboxSpec(e.config().Docker, lim, meta)
 	if edit != nil {
 		edit(&spec)
@@ -108,14 +108,14 @@ func (m measured) Preamble(stdin io.Writer) { m.e.sendRunner(stdin) }
 
 // AskCode says whether the runner's compiled code is still wanted, as the
 // pool's first sandbox is asked for it.
-func (m measured) AskCode() bool { return m.e.runner.ask() }
+func (m measured) AskCode() bool { return m.e.runner.Ask() }
 
 // Answered keeps the runner's code the sandboxes after it load, and has
 // the backend make its interpreter tree before the next sandbox, as a
 // pool's sandboxes soon have it.
 func (m measured) Answered(ctx context.Context, reply *protocol.Reply) {
-	m.e.runner.keep(reply.RunnerCode)
+	m.e.runner.Keep(reply.RunnerCode)
 	if t, ok := m.e.be.(backend.Tree); ok && reply.Stdlib != "" {
-		t.MakeTree(ctx, m.e.helperSpec(KindTree), reply.Stdlib)
+		t.MakeTree(ctx, m.e.helperSpec(backend.KindTree), reply.Stdlib)
 	}
 }

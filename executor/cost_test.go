@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 )
 
 // countingCPU is a cpu function for the measurements whose every reading
@@ -51,7 +53,7 @@ func TestMeasureSandboxAndEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkPhases(t, "sandbox", ph, "create", "attach", "start", "ready", "preload", "remove")
-	if e.runner.code.Load() == nil {
+	if !hasCode(e) {
 		t.Error("the first measured sandbox did not hand out the runner's code")
 	}
 
@@ -61,7 +63,7 @@ func TestMeasureSandboxAndEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkPhases(t, "empty container", ph, "create", "start", "exit", "remove")
-	if n := ourContainers(t, cli, LabelInstance+"="+e.instance); n != 0 {
+	if n := ourContainers(t, cli, backend.LabelInstance+"="+e.instance); n != 0 {
 		t.Errorf("%d measured container(s) left", n)
 	}
 }
@@ -77,7 +79,13 @@ func TestMeasureEmptyFails(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `"false" exited with status 1`) || !strings.Contains(err.Error(), e.config().Docker.Image) {
 		t.Errorf("MeasureEmpty of `false`: %v; want an error naming the command, its status and the image", err)
 	}
-	if n := ourContainers(t, cli, LabelInstance+"="+e.instance); n != 0 {
+	if n := ourContainers(t, cli, backend.LabelInstance+"="+e.instance); n != 0 {
 		t.Errorf("%d container(s) left after the failed measurement", n)
 	}
+}
+
+// hasCode says the executor has the runner's compiled code.
+func hasCode(e *Executor) bool {
+	_, _, ok := e.runner.Code()
+	return ok
 }

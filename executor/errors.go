@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/pool"
 )
 
 // Errors callers branch on. All are wrapped with detail (which session,
@@ -41,6 +42,6 @@ var (
 	// attempt of it ran in the session, answered by the server that ran
 	// it (which alone keeps the result); it is not run again.
 	ErrAlreadyRan = errors.New("already ran")
-	// ErrClosed: the executor was closed.
-	ErrClosed = errors.New("executor closed")
+	// ErrClosed: the executor was closed. It is the pools' ErrClosed.
+	ErrClosed = pool.ErrClosed
 )

@@ -30,6 +30,7 @@ import (
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/clip"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/install"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/owner"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/poolplan"
@@ -290,10 +291,10 @@ type Executor struct {
 	calls     atomic.Int64   // runs in progress
 	armed     atomic.Int64   // runs whose worker had installed their guard ahead (a pooled spare)
 	counts    startCounters  // for Stats
-	runner    runnerCodes    // the runner's compiled code, handed to new sandboxes
+	runner    protocol.Codes // the runner's compiled code, handed to new sandboxes
 
 	pools    atomic.Pointer[poolSet] // the warm pools of the configuration in force
-	warm     *warm                   // transient sandboxes kept for their principal (reuse.go)
+	warm     *keeper                 // transient sandboxes kept for their principal (reuse.go)
 	reloadMu sync.Mutex              // serialises Reload
 }
 
@@ -348,7 +349,7 @@ func newExecutor(ctx context.Context, cfg Config, b backend.Backend, log *slog.L
 	e.cfg.Store(&cfg)
 	pk, _ := b.(backend.Packages)
 	e.volumes = install.NewVolumes(pk, e.instance, log)
-	e.warm = newWarm(e)
+	e.warm = newKeeper(e)
 	e.self = owner.Self(ctx, b)
 	if l, ok := b.(backend.Liveness); ok {
 		release, err := l.Hold(ctx, e.instance)
@@ -415,7 +416,7 @@ func (e *Executor) reaper() {
 		case now := <-t.C:
 			e.sessions.reap(now)
 			if e.warm != nil {
-				e.warm.expire()
+				e.warm.Expire()
 			}
 			e.retryRemovals()
 		}
@@ -444,13 +445,13 @@ func (e *Executor) reapOrphans(ctx context.Context) (int, error) {
 	n := 0
 	for _, c := range list {
 		l := c.All()
-		if l[LabelKind] == "" || c.Removing || named[c.ID] || alive(l) {
+		if l[backend.LabelKind] == "" || c.Removing || named[c.ID] || alive(l) {
 			continue
 		}
 		e.removeContainer(c.ID)
 		n++
 	}
-	n += e.volumes.Reap(ctx, LabelKind, leftoverVolumes(alive))
+	n += e.volumes.Reap(ctx, backend.LabelKind, leftoverVolumes(alive))
 	if h, ok := e.be.(backend.Host); ok {
 		n += h.RemoveLeftovers(ctx)
 	}
@@ -543,7 +544,7 @@ func (e *Executor) Close(ctx context.Context) error {
 	}
 	e.retryRemovals()
 	vctx, vcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	e.volumes.Reap(vctx, LabelKind, leftoverVolumes(func(l map[string]string) bool { return l[LabelInstance] != e.instance }))
+	e.volumes.Reap(vctx, backend.LabelKind, leftoverVolumes(func(l map[string]string) bool { return l[backend.LabelInstance] != e.instance }))
 	vcancel()
 	e.mu.Lock()
 	n := len(e.unremoved)
@@ -630,13 +631,6 @@ func (e *Executor) prepare(req Request, transient bool) (Limits, error) {
 	return lim, nil
 }
 
-func (c *Config) outputCap() int64 {
-	if v := int64(c.Limits.MaxOutputBytes); v > 0 {
-		return v
-	}
-	return 1 << 20
-}
-
 // modules are the rules the import guard gets: the request's as they are
 // (the decision merged the configuration's), the configuration's when the
 // request carries none.
@@ -676,28 +670,28 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 	var k *kept
 	reserved := false
 	if reuse {
-		pooled := func() bool { return pkgs == "" && pl.ready(lim, need, req.Owner) }
-		if k, reserved = e.warm.take(ctx, req.Owner, class, need, pooled); k != nil {
-			sb = k.sb
+		pooled := func() bool { return pkgs == "" && pl.Ready(class, need, req.Owner) }
+		if k, reserved = e.warm.Take(ctx, req.Owner, class, need, pooled); k != nil {
+			sb = k.Sandbox()
 		}
 	}
 	if sb == nil && pkgs == "" {
-		sb = pl.take(lim, need, req.Owner)
+		sb, _ = pl.Take(class, need, req.Owner)
 	}
 	if sb == nil {
 		req.progress("starting a sandbox")
-		if pkgs == "" && pl.fits(lim) {
+		if pkgs == "" && pl.Fits(class) {
 			// Cold, no preload, raced against the pool's refills; the loser
 			// joins the pool, so it carries no owner label.
-			sb, err = pl.coldStart(ctx, need, req.Owner, func(sctx context.Context) (*sandbox, error) {
-				return e.startWithin(sctx, sandboxMeta{Kind: KindTransient}, lim, lim.Timeout)
+			sb, err = pl.ColdStart(ctx, need, req.Owner, func(sctx context.Context) (*sandbox, error) {
+				return e.startWithin(sctx, sandboxMeta{Kind: backend.KindTransient}, lim, lim.Timeout)
 			})
 		} else {
-			sb, err = e.startWithin(ctx, sandboxMeta{Kind: KindTransient, Owner: req.Owner, Packages: pkgs}, lim, lim.Timeout)
+			sb, err = e.startWithin(ctx, sandboxMeta{Kind: backend.KindTransient, Owner: req.Owner, Packages: pkgs}, lim, lim.Timeout)
 		}
 		if err != nil {
 			if reserved {
-				e.warm.unreserve(req.Owner)
+				e.warm.Unreserve(req.Owner)
 			}
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("start sandbox: %w", ctx.Err())
@@ -706,19 +700,18 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 		}
 	}
 	if reuse && k == nil {
-		k = e.warm.adopt(sb, req.Owner, class, reserved)
+		k = e.warm.Adopt(sb, req.Owner, class, reserved)
 	}
 	res, err := e.run(ctx, sb, req, lim, true, k != nil)
 	if err == nil && len(res.Files) > 0 {
 		e.keepSmallFiles(ctx, sb, res)
 	}
 	if k != nil {
-		var r *Result
-		if err == nil {
-			r = res
-		}
-		e.pool().answered(sb)
-		e.warm.giveBack(k, r, &guard{Capabilities: wireCapabilities(req.Capabilities), Modules: wireModules(e.modules(req.Modules))})
+		// No valid reply, or a timeout, OOM or kill: the sandbox is not
+		// reused.
+		retire := err != nil || res.Status == "timeout" || res.Status == "oom" || res.Status == "killed"
+		e.pool().Answered(sb)
+		e.warm.GiveBack(k, retire, &guard{Capabilities: wireCapabilities(req.Capabilities), Modules: wireModules(e.modules(req.Modules))})
 	} else {
 		e.finish(sb)
 	}
@@ -736,7 +729,7 @@ func (e *Executor) closing() bool {
 // exit (its processes end with it) and the container is removed in the
 // background; Close waits for those removals.
 func (e *Executor) finish(sb *sandbox) {
-	defer e.pool().answered(sb) // the pool's refill may start now
+	defer e.pool().Answered(sb) // the pool's refill may start now
 	if sb.dead.Load() {
 		return
 	}
@@ -768,17 +761,15 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 	e.calls.Add(1)
 	defer func() {
 		e.calls.Add(-1)
-		e.pool().signal()
-		e.spool().signal()
+		e.pool().Signal()
+		e.spool().Signal()
 	}()
 	g := &guard{Capabilities: wireCapabilities(req.Capabilities), Modules: wireModules(e.modules(req.Modules))}
 	p := e.spool()
 	if transient {
 		p = e.pool()
 	}
-	if p != nil {
-		p.guard.Store(g) // the next pooled sandboxes' workers install it early
-	}
+	p.SetGuard(g) // the next pooled sandboxes' workers install it early
 	frame := &protocol.Run{
 		Code:         req.Code,
 		Transient:    transient,
@@ -836,7 +827,7 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 	if resp.Armed {
 		e.armed.Add(1)
 	}
-	c.capResult(resp, transient)
+	c.caps().Reply(resp, transient)
 	res := &Result{
 		Status:        resp.Status,
 		Result:        resp.Result,
@@ -856,8 +847,8 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 		res.Integrity, res.IntegrityReason, res.IdleCPUMS = resp.Integrity, resp.IntegrityReason, resp.IdleCPUMS
 	}
 	explainOOM(res, sb.lim.Memory)
-	res.Stdout, res.StdoutTruncated, res.StdoutFull, res.StdoutBytes = displayStream(resp.Stdout, resp.StdoutTruncated, c.outputCap())
-	res.Stderr, res.StderrTruncated, res.StderrFull, res.StderrBytes = displayStream(resp.Stderr, resp.StderrTruncated, c.outputCap())
+	res.Stdout, res.StdoutTruncated, res.StdoutFull, res.StdoutBytes = clip.Display(resp.Stdout, resp.StdoutTruncated, c.outputCap())
+	res.Stderr, res.StderrTruncated, res.StderrFull, res.StderrBytes = clip.Display(resp.Stderr, resp.StderrTruncated, c.outputCap())
 	if transient && len(resp.State) > 0 && !bytes.Equal(resp.State, []byte("null")) {
 		res.State = resp.State
 	}

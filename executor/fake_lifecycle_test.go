@@ -61,19 +61,17 @@ func TestFakePoolReplacesLostSandbox(t *testing.T) {
 	e, fb := newFake(t, func(c *config.Config) {
 		c.Pool = config.Pool{Enabled: true, Size: 2, MaxSize: 2, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 1, Reuse: config.ReuseNever}
 	})
-	eventually(t, "the pool fills", func() bool { return e.pool().idleCount() == 2 })
-	e.pool().mu.Lock()
-	victim := e.pool().idle[0].sb.id
-	e.pool().mu.Unlock()
+	eventually(t, "the pool fills", func() bool { return e.pool().IdleCount() == 2 })
+	idle, _ := e.pool().Idle("")
+	victim := idle[0].id
 	if err := fb.Remove(context.Background(), victim); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the lost sandbox is replaced", func() bool {
-		e.pool().mu.Lock()
-		defer e.pool().mu.Unlock()
-		ok := len(e.pool().idle) == 2
-		for _, it := range e.pool().idle {
-			ok = ok && it.sb.id != victim
+		idle, _ := e.pool().Idle("")
+		ok := len(idle) == 2
+		for _, sb := range idle {
+			ok = ok && sb.id != victim
 		}
 		return ok
 	})
@@ -92,18 +90,17 @@ func TestFakePoolRetiresFrozenSandbox(t *testing.T) {
 	e, fb := newFake(t, func(c *config.Config) {
 		c.Pool = config.Pool{Enabled: true, Size: 2, MaxSize: 2, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 1, Reuse: config.ReuseNever}
 	})
-	full := func() bool { return e.pool().idleCount() == 2 }
+	full := func() bool { return e.pool().IdleCount() == 2 }
 	var frozen []string
 	freeze := func(all bool) {
 		t.Helper()
-		e.pool().mu.Lock()
+		idle, next := e.pool().Idle("")
 		var ids []string
-		for i, it := range e.pool().idle {
-			if all || i == pick(e.pool().idle, nil, "") {
-				ids = append(ids, it.sb.id)
+		for i, sb := range idle {
+			if all || i == next {
+				ids = append(ids, sb.id)
 			}
 		}
-		e.pool().mu.Unlock()
 		for _, id := range ids {
 			if !fb.Freeze(id) {
 				t.Fatalf("freeze %s: no such sandbox", id)
@@ -120,9 +117,9 @@ func TestFakePoolRetiresFrozenSandbox(t *testing.T) {
 	}
 	eventually(t, "the pool fills", full)
 	freeze(false) // the sandbox the call would get
-	hits := e.pool().hits.Load()
+	hits := e.pool().Hits()
 	run()
-	if got := e.pool().hits.Load() - hits; got != 1 {
+	if got := e.pool().Hits() - hits; got != 1 {
 		t.Errorf("%d calls served from the pool, want 1: the other pooled sandbox", got)
 	}
 	eventually(t, "the pool refills", full)

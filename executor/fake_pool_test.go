@@ -3,7 +3,6 @@ package executor
 import (
 	"context"
 	"errors"
-	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -32,7 +31,7 @@ func fakePool(t *testing.T, fb *fake.Backend, size int, reuse string) *Executor 
 		c.Pool = config.Pool{Enabled: true, Size: size, MaxSize: size, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 1,
 			Reuse: reuse, ReuseMaxCalls: 100, ReuseMaxAge: config.Duration(time.Hour), MaxPerPrincipal: 2, ReuseMaxIdle: 4}
 	})
-	eventually(t, "the pools fill", func() bool { return e.pool().idleCount() == size && e.spool().idleCount() == 1 })
+	eventually(t, "the pools fill", func() bool { return e.pool().IdleCount() == size && e.spool().IdleCount() == 1 })
 	return e
 }
 
@@ -56,23 +55,23 @@ func TestFakePoolServesOnlyItsLimits(t *testing.T) {
 	ctx := tctx(t, time.Minute)
 	for _, tc := range cases {
 		t.Run("transient/"+tc.name, func(t *testing.T) {
-			eventually(t, "the pool refills", func() bool { return e.pool().idleCount() == 1 })
-			before := e.pool().hits.Load()
+			eventually(t, "the pool refills", func() bool { return e.pool().IdleCount() == 1 })
+			before := e.pool().Hits()
 			if res, err := e.Transient(ctx, Request{Code: "print 1", Limits: tc.limits}); err != nil || res.Status != "ok" {
 				t.Fatalf("call: %+v, %v", res, err)
 			}
-			if got := e.pool().hits.Load() > before; got != tc.pooled {
+			if got := e.pool().Hits() > before; got != tc.pooled {
 				t.Errorf("served from the pool: %v, want %v", got, tc.pooled)
 			}
 		})
 		t.Run("session/"+tc.name, func(t *testing.T) {
-			eventually(t, "the session pool refills", func() bool { return e.spool().idleCount() == 1 })
-			before := e.spool().hits.Load()
+			eventually(t, "the session pool refills", func() bool { return e.spool().IdleCount() == 1 })
+			before := e.spool().Hits()
 			res, sid, err := e.Persistent(ctx, "", Request{Owner: "o", Code: "set x 1", Limits: tc.limits})
 			if err != nil || res.Status != "ok" {
 				t.Fatalf("new session: %+v, %v", res, err)
 			}
-			if got := e.spool().hits.Load() > before; got != tc.pooled {
+			if got := e.spool().Hits() > before; got != tc.pooled {
 				t.Errorf("started from the pool: %v, want %v", got, tc.pooled)
 			}
 			if err := e.Cleanup(ctx, "o", sid); err != nil {
@@ -174,11 +173,7 @@ func TestFakePoolRoutesByImports(t *testing.T) {
 		c.Pool = config.Pool{Enabled: true, Size: 2, MaxSize: 2, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 2,
 			Preload: []string{"numpy", "pandas"}, Reuse: config.ReuseNever}
 	})
-	idle := func() map[string]int {
-		e.pool().mu.Lock()
-		defer e.pool().mu.Unlock()
-		return maps.Clone(e.pool().idleByClass())
-	}
+	idle := e.pool().IdleByClass
 	eventually(t, "the pool holds a bare and a pandas sandbox", func() bool {
 		return cmp.Equal(idle(), map[string]int{"": 1, "numpy,pandas": 1})
 	})
@@ -199,7 +194,7 @@ func TestFakePoolRoutesByImports(t *testing.T) {
 			t.Errorf("the pool after the call with %s (-want +got):\n%s", tc.name, diff)
 		}
 	}
-	if h := e.pool().hits.Load(); h != 2 {
+	if h := e.pool().Hits(); h != 2 {
 		t.Errorf("%d of 2 calls served from the pool", h)
 	}
 }
@@ -211,7 +206,7 @@ func TestFakePoolGrowsWithBursts(t *testing.T) {
 	e, _ := newFake(t, func(c *config.Config) {
 		c.Pool = config.Pool{Enabled: true, Size: 1, MaxSize: 6, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 2, Reuse: config.ReuseNever}
 	})
-	eventually(t, "the pool fills", func() bool { return e.pool().idleCount() == 1 })
+	eventually(t, "the pool fills", func() bool { return e.pool().IdleCount() == 1 })
 	burst := func(n int) {
 		t.Helper()
 		var wg sync.WaitGroup
@@ -228,13 +223,13 @@ func TestFakePoolGrowsWithBursts(t *testing.T) {
 		wg.Wait()
 	}
 	burst(8)
-	eventually(t, "the pool grows to pool.max_size", func() bool { return e.pool().idleCount() == 6 })
-	before := e.pool().hits.Load()
+	eventually(t, "the pool grows to pool.max_size", func() bool { return e.pool().IdleCount() == 6 })
+	before := e.pool().Hits()
 	burst(6)
-	if got := e.pool().hits.Load() - before; got != 6 {
+	if got := e.pool().Hits() - before; got != 6 {
 		t.Errorf("%d of a burst of 6 served from the grown pool, want 6", got)
 	}
-	if n := e.pool().idleCount(); n > 6 {
+	if n := e.pool().IdleCount(); n > 6 {
 		t.Errorf("the pool holds %d sandboxes, over pool.max_size 6", n)
 	}
 }
@@ -247,9 +242,9 @@ func TestFakeImportedCountsThePoolsPreload(t *testing.T) {
 		c.Pool = config.Pool{Enabled: true, Size: 1, MaxSize: 1, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 1,
 			Preload: []string{"json.decoder"}, Reuse: config.ReuseNever}
 	})
-	eventually(t, "the session pool fills", func() bool { return e.spool().idleCount() == 1 })
+	eventually(t, "the session pool fills", func() bool { return e.spool().IdleCount() == 1 })
 	sid := fakeSession(t, e, "alice", "set x 1")
-	if e.spool().hits.Load() != 1 {
+	if e.spool().Hits() != 1 {
 		t.Fatal("the session did not start from the pool")
 	}
 	if got := e.Imported("alice", sid, []string{"json", "csv"}); !slices.Equal(got, []string{"json"}) {
@@ -324,12 +319,10 @@ func TestFakeReuseTakesThePoolWhileResetting(t *testing.T) {
 		t.Fatalf("first call: %+v, %v", res, err)
 	}
 	eventually(t, "alice's sandbox is being reset", func() bool {
-		e.warm.mu.Lock()
-		defer e.warm.mu.Unlock()
-		return e.warm.resets["alice"] == 1
+		return e.warm.Resetting("alice") == 1
 	})
-	eventually(t, "the pool refills", func() bool { return e.pool().idleCount() == 2 })
-	poolHits, keptHits := e.pool().hits.Load(), e.warm.hits.Load()
+	eventually(t, "the pool refills", func() bool { return e.pool().IdleCount() == 2 })
+	poolHits, keptHits := e.pool().Hits(), e.warm.Stats().Hits
 	done := make(chan error, 1)
 	go func() {
 		res, err := e.Transient(ctx, Request{Owner: "alice", Code: "print 2"})
@@ -345,10 +338,7 @@ wait:
 		case err = <-done:
 			break wait
 		case <-time.After(time.Millisecond):
-			e.warm.mu.Lock()
-			waiting := len(e.warm.waiters["alice"])
-			e.warm.mu.Unlock()
-			if waiting > 0 {
+			if e.warm.Waiting("alice") > 0 {
 				release() // the call waits for the reset: let it have the sandbox
 			}
 		}
@@ -356,10 +346,10 @@ wait:
 	if err != nil {
 		t.Fatalf("second call: %v", err)
 	}
-	if got := e.pool().hits.Load() - poolHits; got != 1 {
+	if got := e.pool().Hits() - poolHits; got != 1 {
 		t.Errorf("the second call took %d pooled sandboxes, want 1", got)
 	}
-	if got := e.warm.hits.Load() - keptHits; got != 0 {
+	if got := e.warm.Stats().Hits - keptHits; got != 0 {
 		t.Errorf("the second call ran in alice's sandbox being reset (%d kept hits), want the pool's", got)
 	}
 	release()

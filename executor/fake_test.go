@@ -248,7 +248,7 @@ func TestFakePoolSingleUse(t *testing.T) {
 	ctx := tctx(t, time.Minute)
 	idle := func() int {
 		for _, p := range e.Stats().Pools {
-			if p.Kind == KindTransient {
+			if p.Kind == backend.KindTransient {
 				return p.Idle
 			}
 		}
@@ -286,8 +286,8 @@ func TestFakeReapsLeftovers(t *testing.T) {
 	spec := func(kind, pid, h, instance string) backend.Spec {
 		return sandboxSpec(config.Default().Docker, Limits{}, sandboxMeta{Kind: kind, PID: atoi(pid), Host: h, Instance: instance, Created: time.Now()})
 	}
-	crashed := fb.Adopt(spec(KindTransient, "999999", host, "gone"))
-	foreign := fb.Adopt(spec(KindTransient, "1", "elsewhere", "x"))
+	crashed := fb.Adopt(spec(backend.KindTransient, "999999", host, "gone"))
+	foreign := fb.Adopt(spec(backend.KindTransient, "1", "elsewhere", "x"))
 	cfg := config.Default()
 	cfg.Pool.Enabled = false
 	e, err := NewWithBackend(context.Background(), ConfigFrom(cfg), fb, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -389,7 +389,7 @@ func TestFakeReapsDeadReplicas(t *testing.T) {
 	fb := fake.New()
 	lb := fake.Liveness{Backend: fb}
 	spec := func(instance string) backend.Spec {
-		return sandboxSpec(config.Default().Docker, Limits{}, sandboxMeta{Kind: KindPersistent, PID: 1, Host: "replica-" + instance, Instance: instance, Created: time.Now()})
+		return sandboxSpec(config.Default().Docker, Limits{}, sandboxMeta{Kind: backend.KindPersistent, PID: 1, Host: "replica-" + instance, Instance: instance, Created: time.Now()})
 	}
 	fb.SetAlive("replica2", true)
 	dead := fb.Adopt(spec("replica1"))
@@ -450,7 +450,7 @@ func gatedPool(t *testing.T) (e *Executor, fb *fake.Backend, gate func() chan st
 	e = newFakeOn(t, fb, func(c *config.Config) {
 		c.Pool = config.Pool{Enabled: true, Size: 1, MaxSize: 1, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 1}
 	})
-	eventually(t, "the pool fills", func() bool { return e.pool().idleCount() == 1 })
+	eventually(t, "the pool fills", func() bool { return e.pool().IdleCount() == 1 })
 	gatesEntered.Store(e, stuck)
 	t.Cleanup(func() { gatesEntered.Delete(e) })
 	gate = func() chan struct{} {
@@ -474,28 +474,16 @@ func emptyPool(t *testing.T, ctx context.Context, e *Executor) {
 	if res, err := e.Transient(ctx, Request{Code: "print 1"}); err != nil || res.Stdout != "1\n" {
 		t.Fatalf("first call: %+v, %v", res, err)
 	}
-	eventually(t, "the refill is under way", func() bool {
-		e.pool().mu.Lock()
-		defer e.pool().mu.Unlock()
-		return len(e.pool().inflight) == 1
-	})
+	eventually(t, "the refill is under way", func() bool { return e.pool().Creating() == 1 })
 	if v, ok := gatesEntered.Load(e); ok {
 		eventually(t, "the refill is stuck at the gate", func() bool { return v.(*atomic.Int32).Load() == 1 })
 	}
 }
 
-// setTook sets the pool's learned creation times: a bare refill's and a
-// cold start's.
-func setTook(p *pool, refill, cold time.Duration) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.took[""], p.took[coldClass] = refill, cold
-}
-
-func coldTook(p *pool) time.Duration {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.took[coldClass]
+// coldTook is the cold start's time the pool learned.
+func coldTook(p *sandboxPool) time.Duration {
+	_, cold := p.Took()
+	return cold
 }
 
 // A call that misses while a refill is expected sooner than a cold start
@@ -504,7 +492,7 @@ func TestFakeMissWaitsForNearRefill(t *testing.T) {
 	e, _, gate := gatedPool(t)
 	ctx := tctx(t, time.Minute)
 	release := gate()
-	setTook(e.pool(), time.Second, time.Hour) // a refill is due well before a cold start
+	e.pool().SetTook(time.Second, time.Hour) // a refill is due well before a cold start
 	emptyPool(t, ctx, e)
 	go func() { time.Sleep(200 * time.Millisecond); close(release) }()
 	if res, err := e.Transient(ctx, Request{Code: "print 2"}); err != nil || res.Stdout != "2\n" {
@@ -535,7 +523,7 @@ func TestFakeMissStartsColdWhileRefillStuck(t *testing.T) {
 			ctx := tctx(t, time.Minute)
 			release := gate()
 			defer close(release)
-			setTook(e.pool(), tc.refill, tc.cold)
+			e.pool().SetTook(tc.refill, tc.cold)
 			emptyPool(t, ctx, e)
 			if res, err := e.Transient(ctx, tc.req); err != nil || res.Stdout != "2\n" {
 				t.Fatalf("second call: %+v, %v", res, err)
@@ -547,60 +535,20 @@ func TestFakeMissStartsColdWhileRefillStuck(t *testing.T) {
 	}
 }
 
-// holdCold: the k-th waiting call holds its cold start only for a refill
-// expected sooner than a cold start, and then by that refill's remaining
-// time plus a quarter of a cold start.
-func TestHoldCold(t *testing.T) {
-	now := time.Now()
-	p := &pool{took: map[string]time.Duration{}, inflight: map[*refill]bool{}}
-	p.inflight[&refill{class: "", began: now.Add(-300 * time.Millisecond)}] = true
-	p.inflight[&refill{class: "numpy", began: now.Add(-100 * time.Millisecond)}] = true
-	if got := p.holdCold(0, now, ""); got != 0 {
-		t.Errorf("nothing measured: hold %s, want 0", got)
-	}
-	p.took[""] = 400 * time.Millisecond
-	if got := p.holdCold(1, now, ""); got != 0 {
-		t.Errorf("waiter 1: the second refill's class is not measured: hold %s, want 0", got)
-	}
-	p.took["numpy"] = 2 * time.Second
-	// No cold start measured: a bare refill's time stands in (400 ms).
-	if got, want := p.holdCold(0, now, ""), 100*time.Millisecond+100*time.Millisecond; got != want {
-		t.Errorf("waiter 0: hold %s, want %s (the bare refill's 100 ms left + 400/4 ms)", got, want)
-	}
-	p.took[coldClass] = 200 * time.Millisecond
-	if got, want := p.holdCold(0, now, ""), 100*time.Millisecond+50*time.Millisecond; got != want {
-		t.Errorf("waiter 0: hold %s, want %s", got, want)
-	}
-	if got := p.holdCold(1, now, ""); got != 0 {
-		t.Errorf("waiter 1: the numpy refill has 1.9 s left, a cold start takes 200 ms: hold %s, want 0", got)
-	}
-	if got := p.holdCold(2, now, ""); got != 0 {
-		t.Errorf("waiter 2: no third refill under way: hold %s, want 0", got)
-	}
-	p.took[coldClass] = 90 * time.Millisecond
-	if got := p.holdCold(0, now, ""); got != 0 {
-		t.Errorf("a cold start (90 ms) beats the refill (100 ms left): hold %s, want 0", got)
-	}
-}
-
 // Close does not wait out a call's hold: the held call fails with
 // ErrClosed at once.
 func TestFakeCloseEndsHold(t *testing.T) {
 	e, _, gate := gatedPool(t)
 	ctx := tctx(t, time.Minute)
 	release := gate()
-	setTook(e.pool(), time.Hour, 2*time.Hour) // a refill due in an hour: hold that long
+	e.pool().SetTook(time.Hour, 2*time.Hour) // a refill due in an hour: hold that long
 	emptyPool(t, ctx, e)
 	errc := make(chan error, 1)
 	go func() {
 		_, err := e.Transient(ctx, Request{Code: "print 2"})
 		errc <- err
 	}()
-	eventually(t, "the second call waits", func() bool {
-		e.pool().mu.Lock()
-		defer e.pool().mu.Unlock()
-		return len(e.pool().waiters) == 1
-	})
+	eventually(t, "the second call waits", func() bool { return e.pool().Waiting() == 1 })
 	closed := make(chan error, 1)
 	go func() { closed <- e.Close(context.Background()) }()
 	select {
@@ -641,7 +589,7 @@ func TestFakeRefillWaitsForTheAnswer(t *testing.T) {
 			var kinds []string
 			fb.CreateHook = func(spec backend.Spec) error {
 				created.Lock()
-				kinds = append(kinds, spec.Labels[LabelKind])
+				kinds = append(kinds, spec.Labels[backend.LabelKind])
 				created.Unlock()
 				return nil
 			}
@@ -649,7 +597,7 @@ func TestFakeRefillWaitsForTheAnswer(t *testing.T) {
 				created.Lock()
 				defer created.Unlock()
 				for _, k := range kinds[from:] {
-					if k == KindTransient {
+					if k == backend.KindTransient {
 						n++
 					}
 				}
@@ -658,15 +606,13 @@ func TestFakeRefillWaitsForTheAnswer(t *testing.T) {
 			e := newFakeOn(t, fb, func(c *config.Config) {
 				c.Pool = config.Pool{Enabled: true, Size: tc.size, MaxSize: tc.size, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 1}
 			})
-			e.pool().mu.Lock()
-			e.pool().hold = tc.hold
-			e.pool().mu.Unlock()
+			e.pool().SetHold(tc.hold)
 			ctx := tctx(t, time.Minute)
-			eventually(t, "the pool fills", func() bool { return e.pool().idleCount() == tc.size })
+			eventually(t, "the pool fills", func() bool { return e.pool().IdleCount() == tc.size })
 			created.Lock()
 			before := len(kinds)
 			created.Unlock()
-			hits := e.pool().hits.Load()
+			hits := e.pool().Hits()
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
@@ -687,7 +633,7 @@ func TestFakeRefillWaitsForTheAnswer(t *testing.T) {
 				<-done
 				return
 			}
-			eventually(t, "the call took a pooled sandbox", func() bool { return e.pool().hits.Load() > hits })
+			eventually(t, "the call took a pooled sandbox", func() bool { return e.pool().Hits() > hits })
 			time.Sleep(200 * time.Millisecond) // the call sleeps 400 ms
 			select {
 			case <-done:
@@ -699,7 +645,7 @@ func TestFakeRefillWaitsForTheAnswer(t *testing.T) {
 			}
 			<-done
 			eventually(t, "the refill starts once the call has answered", func() bool { n, _ := transients(before); return n > 0 })
-			eventually(t, "the pool refills", func() bool { return e.pool().idleCount() == tc.size })
+			eventually(t, "the pool refills", func() bool { return e.pool().IdleCount() == tc.size })
 		})
 	}
 }

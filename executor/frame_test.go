@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/clip"
 )
 
 func frameOf(payload string, announced int) []byte {
@@ -120,8 +121,8 @@ func TestCapResult(t *testing.T) {
 		State:  []byte(`{"a":"` + strings.Repeat("s", 1000) + `"}`),
 		Images: images, Files: files, DroppedState: make([]Dropped, 5000),
 	}
-	e.config().capResult(r, true)
-	if len(r.Stdout) > 1000+truncationSlack || !r.StdoutTruncated || !strings.Contains(r.Stdout, "bytes dropped") {
+	e.config().caps().Reply(r, true)
+	if len(r.Stdout) > 1000+clip.Slack || !r.StdoutTruncated || !strings.Contains(r.Stdout, "bytes dropped") {
 		t.Errorf("stdout: %d bytes, truncated %v", len(r.Stdout), r.StdoutTruncated)
 	}
 	if !strings.HasPrefix(r.Stdout, "é") || !strings.HasSuffix(r.Stdout, "é") || !isUTF8(r.Stdout) {
@@ -130,7 +131,7 @@ func TestCapResult(t *testing.T) {
 	if r.Stderr != "short" || r.StderrTruncated {
 		t.Errorf("stderr: %q truncated %v", r.Stderr, r.StderrTruncated)
 	}
-	if len(*r.Result) > 1000+truncationSlack {
+	if len(*r.Result) > 1000+clip.Slack {
 		t.Errorf("result: %d bytes", len(*r.Result))
 	}
 	if r.State != nil || r.Status != "ok" || len(r.StateTooLarge) != 1 || r.StateTooLarge[0].Name != "a" || r.StateTooLarge[0].Bytes != 1002 {
@@ -143,16 +144,16 @@ func TestCapResult(t *testing.T) {
 	if len(r.Images) > maxImages || total > 2000 {
 		t.Errorf("%d images of %d bytes, want at most %d and 2000 bytes", len(r.Images), total, maxImages)
 	}
-	if len(r.Files) > maxFiles || len(r.Files)*200 > maxFilesBytes {
+	if len(r.Files) > clip.MaxFiles || len(r.Files)*200 > clip.MaxFilesBytes {
 		t.Errorf("%d files", len(r.Files))
 	}
-	if len(r.DroppedState) > maxDropped {
+	if len(r.DroppedState) > clip.MaxDropped {
 		t.Errorf("%d dropped-state entries", len(r.DroppedState))
 	}
 
 	r = &runnerResponse{Status: "ok", Error: &RunError{Type: "X", Message: strings.Repeat("m", 1<<20), Line: -3}, State: []byte(`{"a":1}`)}
-	e.config().capResult(r, false)
-	if len(r.Error.Message) > maxErrorText+truncationSlack || r.Error.Line != 0 || r.State != nil {
+	e.config().caps().Reply(r, false)
+	if len(r.Error.Message) > clip.MaxErrorText+clip.Slack || r.Error.Line != 0 || r.State != nil {
 		t.Errorf("persistent reply: message %d bytes, line %d, state %q", len(r.Error.Message), r.Error.Line, r.State)
 	}
 }
@@ -187,7 +188,7 @@ func FuzzReadFrame(f *testing.F) {
 			if resp.ID != 1 || resp.Nonce != "n" {
 				t.Fatalf("decoded a reply for %d/%q", resp.ID, resp.Nonce)
 			}
-			e.config().capResult(resp, true)
+			e.config().caps().Reply(resp, true)
 		}
 	})
 }

@@ -35,7 +35,7 @@ func sessionVolume(sessionID string) string { return install.SessionVolume(sessi
 
 func volumeLabels(meta sandboxMeta) map[string]string {
 	l := meta.labels()
-	l[LabelKind] = KindPackages
+	l[backend.LabelKind] = KindPackages
 	return l
 }
 
@@ -43,8 +43,8 @@ func volumeLabels(meta sandboxMeta) map[string]string {
 // standard library volumes that older servers made that keep is false for.
 func leftoverVolumes(keep func(labels map[string]string) bool) func(map[string]string) bool {
 	return func(l map[string]string) bool {
-		k := l[LabelKind]
-		return (k == KindPackages || k == KindStdlib) && !keep(l)
+		k := l[backend.LabelKind]
+		return (k == KindPackages || k == backend.KindStdlib) && !keep(l)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/install"
@@ -84,16 +85,16 @@ func TestInstallIntoSession(t *testing.T) {
 	}
 
 	vol := sessionVolume(id)
-	if got := packageVolumes(t, cli, LabelSession+"="+id); !slices.Contains(got, vol) {
+	if got := packageVolumes(t, cli, backend.LabelSession+"="+id); !slices.Contains(got, vol) {
 		t.Fatalf("volumes of the session %v, want %s", got, vol)
 	}
 	if err := e.Cleanup(tctx(t, time.Minute), "alice", id); err != nil {
 		t.Fatal(err)
 	}
-	if got := packageVolumes(t, cli, LabelSession+"="+id); len(got) != 0 {
+	if got := packageVolumes(t, cli, backend.LabelSession+"="+id); len(got) != 0 {
 		t.Errorf("volumes after cleanup %v, want none", got)
 	}
-	if n := ourContainers(t, cli, LabelKind+"="+KindInstaller); n != 0 {
+	if n := ourContainers(t, cli, backend.LabelKind+"="+KindInstaller); n != 0 {
 		t.Errorf("%d installer containers left, want 0", n)
 	}
 }
@@ -123,7 +124,7 @@ func TestInstallForTransientCalls(t *testing.T) {
 	if res.Status != "error" || res.Error == nil || res.Error.Type != "ModuleNotFoundError" {
 		t.Errorf("bob's transient import: %s %+v, want ModuleNotFoundError (packages are per owner)", res.Status, res.Error)
 	}
-	label := LabelInstance + "=" + e.instance
+	label := backend.LabelInstance + "=" + e.instance
 	if got := packageVolumes(t, cli, label); len(got) == 0 {
 		t.Fatal("no package volume while the executor runs")
 	}
@@ -187,7 +188,7 @@ func TestInstallerSpec(t *testing.T) {
 	}
 
 	// The sandbox mounts the same volume read-only.
-	_, sh := docker.ContainerConfig(sandboxSpec(c.Docker, Limits{}, sandboxMeta{Kind: KindPersistent, Session: "s1", Packages: sessionVolume("s1")}))
+	_, sh := docker.ContainerConfig(sandboxSpec(c.Docker, Limits{}, sandboxMeta{Kind: backend.KindPersistent, Session: "s1", Packages: sessionVolume("s1")}))
 	if len(sh.Mounts) != 1 || !sh.Mounts[0].ReadOnly || sh.Mounts[0].Target != PackagesDir || sh.Mounts[0].Source != "python-docker-mcp-pkgs-s1" {
 		t.Errorf("sandbox mounts %+v, want the package volume read-only at %s", sh.Mounts, PackagesDir)
 	}
@@ -241,7 +242,7 @@ func TestInstallTimeout(t *testing.T) {
 	if n, _ := e.Installed("alice", ""); n != 0 {
 		t.Errorf("Installed = %d after a timeout, want 0", n)
 	}
-	if n := ourContainers(t, cli, LabelKind+"="+KindInstaller); n != 0 {
+	if n := ourContainers(t, cli, backend.LabelKind+"="+KindInstaller); n != 0 {
 		t.Errorf("%d installer containers left after the timeout", n)
 	}
 }
@@ -249,11 +250,11 @@ func TestInstallTimeout(t *testing.T) {
 func TestSessionVolumeGoesWithExpiry(t *testing.T) {
 	e, cli := newExec(t, func(c *config.Config) { c.Sessions.IdleTTL = config.Duration(300 * time.Millisecond) })
 	_, id := persistent(t, e, "", Request{Owner: "alice", Code: "1"})
-	if got := packageVolumes(t, cli, LabelSession+"="+id); len(got) != 1 {
+	if got := packageVolumes(t, cli, backend.LabelSession+"="+id); len(got) != 1 {
 		t.Fatalf("volumes of a new session: %v, want its package volume", got)
 	}
 	deadline := time.Now().Add(20 * time.Second)
-	for len(packageVolumes(t, cli, LabelSession+"="+id)) > 0 {
+	for len(packageVolumes(t, cli, backend.LabelSession+"="+id)) > 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the package volume of an expired session is still there")
 		}

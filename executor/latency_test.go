@@ -63,7 +63,7 @@ func TestLatency(t *testing.T) {
 	pooled, _ := newExec(t, func(c *config.Config) { c.Pool.Enabled = true }) // config.Default's pool: size 2, numpy, pandas, matplotlib preloaded
 	poolTimed := func(name, code string, imps []analyze.Import, want string) []time.Duration {
 		var d []time.Duration
-		hits := pooled.pool().hits.Load()
+		hits := pooled.pool().Hits()
 		for i := range n + 1 {
 			waitPoolFull(t, pooled)
 			t0 := time.Now()
@@ -76,7 +76,7 @@ func TestLatency(t *testing.T) {
 				d = append(d, took)
 			}
 		}
-		if got := pooled.pool().hits.Load() - hits; got != int64(n+1) {
+		if got := pooled.pool().Hits() - hits; got != int64(n+1) {
 			t.Fatalf("%s: %d of %d calls served from the pool", name, got, n+1)
 		}
 		slices.Sort(d)
@@ -105,9 +105,8 @@ func TestLatency(t *testing.T) {
 	// Memory of one idle pooled sandbox (numpy, pandas, matplotlib imported):
 	// the cgroup's usage minus the page cache, as `docker stats` shows it.
 	waitPoolFull(t, pooled)
-	pooled.pool().mu.Lock()
-	idleID := pooled.pool().idle[0].sb.id
-	pooled.pool().mu.Unlock()
+	idle, _ := pooled.pool().Idle("")
+	idleID := idle[0].id
 	usage, err := cli.MemoryUsage(tctx(t, time.Minute), idleID)
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +118,7 @@ func TestLatency(t *testing.T) {
 	// the refill and start cold sandboxes).
 	rate := func(c int) (float64, int64) {
 		waitPoolFull(t, pooled)
-		hits := pooled.pool().hits.Load()
+		hits := pooled.pool().Hits()
 		var calls atomic.Int64
 		end := time.Now().Add(15 * time.Second)
 		var wg sync.WaitGroup
@@ -138,7 +137,7 @@ func TestLatency(t *testing.T) {
 		}
 		t0 := time.Now()
 		wg.Wait()
-		return float64(calls.Load()) / time.Since(t0).Seconds(), pooled.pool().hits.Load() - hits
+		return float64(calls.Load()) / time.Since(t0).Seconds(), pooled.pool().Hits() - hits
 	}
 	type rateRow struct {
 		c     int

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 )
 
@@ -49,11 +50,11 @@ func TestNewReapsLeftovers(t *testing.T) {
 	a, _ := newExec(t, nil)
 	_, sid := persistent(t, a, "", Request{Owner: "o", Code: "x = 1"})
 	// Left by a crashed server on this host (its pid is gone).
-	crashed := mk(map[string]string{LabelKind: KindTransient, LabelPID: "999999", LabelHost: host, LabelInstance: "gone"})
+	crashed := mk(map[string]string{backend.LabelKind: backend.KindTransient, backend.LabelPID: "999999", backend.LabelHost: host, backend.LabelInstance: "gone"})
 	// Left by a closed executor of this very process.
-	closed := mk(map[string]string{LabelKind: KindPersistent, LabelPID: itoa(os.Getpid()), LabelHost: host, LabelInstance: "closed"})
+	closed := mk(map[string]string{backend.LabelKind: backend.KindPersistent, backend.LabelPID: itoa(os.Getpid()), backend.LabelHost: host, backend.LabelInstance: "closed"})
 	// Owned by a server on another machine sharing the daemon.
-	foreign := mk(map[string]string{LabelKind: KindTransient, LabelPID: "1", LabelHost: "elsewhere", LabelInstance: "x"})
+	foreign := mk(map[string]string{backend.LabelKind: backend.KindTransient, backend.LabelPID: "1", backend.LabelHost: "elsewhere", backend.LabelInstance: "x"})
 
 	newExec(t, nil)
 	if exists(crashed) || exists(closed) {
@@ -194,13 +195,13 @@ func TestClose(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := ourContainers(t, cli, LabelInstance+"="+e.instance); n != 2 {
+	if n := ourContainers(t, cli, backend.LabelInstance+"="+e.instance); n != 2 {
 		t.Fatalf("%d session containers, want 2", n)
 	}
 	if err := e.Close(tctx(t, time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if n := ourContainers(t, cli, LabelInstance+"="+e.instance); n != 0 {
+	if n := ourContainers(t, cli, backend.LabelInstance+"="+e.instance); n != 0 {
 		t.Errorf("%d containers after Close, want 0", n)
 	}
 	if _, err := e.Transient(tctx(t, time.Minute), Request{Code: "1"}); !errors.Is(err, ErrClosed) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 )
@@ -41,7 +42,7 @@ func TestMain(m *testing.M) {
 
 // ownLabel selects what this test process created.
 func ownLabel() string {
-	return LabelPID + "=" + strconv.Itoa(os.Getpid())
+	return backend.LabelPID + "=" + strconv.Itoa(os.Getpid())
 }
 
 // leftovers are the containers of this test process.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 )
 
@@ -57,14 +58,14 @@ func netTime(t *testing.T, out, key string) float64 {
 // time uses it, and the next one finds nothing of the previous one there.
 func TestNetworkLease(t *testing.T) {
 	e, cli := newExec(t, nil)
-	holders := func() int { return ourContainers(t, cli, LabelKind+"="+KindNetwork) }
+	holders := func() int { return ourContainers(t, cli, backend.LabelKind+"="+backend.KindNetwork) }
 
 	// A listener that a run left in its namespace is gone for the next run
 	// of the same namespace, which can bind the same port. (A run's
 	// container is removed after the call returns; the namespace is
 	// leased again once it is.)
 	gone := func() {
-		if n := settled(t, cli, LabelKind+"="+KindTransient); n != 0 {
+		if n := settled(t, cli, backend.LabelKind+"="+backend.KindTransient); n != 0 {
 			t.Fatalf("%d transient containers 10 s after the call", n)
 		}
 		for deadline := time.Now().Add(10 * time.Second); e.idleNetworks() != holders(); time.Sleep(20 * time.Millisecond) {
@@ -109,7 +110,7 @@ func TestNetworkLease(t *testing.T) {
 	var other *Result
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
-		if n := ourContainers(t, cli, LabelKind+"="+KindTransient); n > 0 {
+		if n := ourContainers(t, cli, backend.LabelKind+"="+backend.KindTransient); n > 0 {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -139,7 +140,7 @@ func TestNetworkLease(t *testing.T) {
 
 	// A holder killed from outside is replaced: the next run still runs,
 	// and the dead holder is not left behind.
-	list, err := cli.Containers(context.Background(), false, ownLabel(), LabelKind+"="+KindNetwork)
+	list, err := cli.Containers(context.Background(), false, ownLabel(), backend.LabelKind+"="+backend.KindNetwork)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,7 @@ func TestNetworkLease(t *testing.T) {
 	}
 	d := transient(t, e, netReq(t, 45681, "bind"))
 	wantStatus(t, d, "ok")
-	running, err := cli.Containers(context.Background(), true, ownLabel(), LabelKind+"="+KindNetwork)
+	running, err := cli.Containers(context.Background(), true, ownLabel(), backend.LabelKind+"="+backend.KindNetwork)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func TestNetworkHoldersReady(t *testing.T) {
 		t.Errorf("%d idle holders with nothing running, want the floor %d", n, floor)
 	}
 	// Cold starts (tighter limits than the pool's) lease ready holders.
-	before := ourContainers(t, cli, LabelKind+"="+KindNetwork)
+	before := ourContainers(t, cli, backend.LabelKind+"="+backend.KindNetwork)
 	t.Logf("idle %d, all %d, sandboxes %d", e.idleNetworks(), dockerOf(t, e).Holders(), ourContainers(t, cli, ""))
 	var wg sync.WaitGroup
 	for range 2 {
@@ -199,14 +200,14 @@ func TestNetworkHoldersReady(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if e.pool().misses.Load() < 2 {
-		t.Errorf("%d pool misses, want the 2 calls started cold", e.pool().misses.Load())
+	if e.pool().Misses() < 2 {
+		t.Errorf("%d pool misses, want the 2 calls started cold", e.pool().Misses())
 	}
-	t.Logf("holders: %d before the cold calls, %d after", before, ourContainers(t, cli, LabelKind+"="+KindNetwork))
+	t.Logf("holders: %d before the cold calls, %d after", before, ourContainers(t, cli, backend.LabelKind+"="+backend.KindNetwork))
 	if err := e.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := ourContainers(t, cli, LabelKind+"="+KindNetwork); n != 0 {
+	if n := ourContainers(t, cli, backend.LabelKind+"="+backend.KindNetwork); n != 0 {
 		t.Errorf("%d holders after Close", n)
 	}
 }
@@ -222,13 +223,13 @@ func TestNetworkLeaseFallback(t *testing.T) {
 	if !strings.Contains(res.Stdout, "bound") {
 		t.Errorf("run without a holder: %q", res.Stdout)
 	}
-	if n := ourContainers(t, cli, LabelKind+"="+KindNetwork); n != 0 {
+	if n := ourContainers(t, cli, backend.LabelKind+"="+backend.KindNetwork); n != 0 {
 		t.Errorf("%d holders left after failed starts, want 0", n)
 	}
 	restore()
 	res = transient(t, e, netReq(t, 45682, "bind"))
 	wantStatus(t, res, "ok")
-	if n := ourContainers(t, cli, LabelKind+"="+KindNetwork); n != 1 {
+	if n := ourContainers(t, cli, backend.LabelKind+"="+backend.KindNetwork); n != 1 {
 		t.Errorf("%d holders once they start again, want 1", n)
 	}
 }

@@ -3,6 +3,7 @@ package executor
 import (
 	"time"
 
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/owner"
 )
 
@@ -12,7 +13,7 @@ import (
 // hostnames may repeat and pids collide (every server may be pid 1).
 const (
 	// LabelPIDNS is the owning process's pid namespace (the target of
-	// /proc/self/ns/pid, e.g. "pid:[4026532194]"): LabelPID means something
+	// /proc/self/ns/pid, e.g. "pid:[4026532194]"): backend.LabelPID means something
 	// only to a process in the same namespace.
 	LabelPIDNS = "python-docker-mcp.pidns"
 	// LabelServer is the id of the container the owning server runs in
@@ -42,7 +43,7 @@ func (e *Executor) owned(m sandboxMeta) sandboxMeta {
 // ownerOf is what a sandbox's or volume's labels say about the server
 // that made it.
 func ownerOf(l map[string]string) owner.Server {
-	return owner.Server{Instance: l[LabelInstance], PID: l[LabelPID], Host: l[LabelHost],
+	return owner.Server{Instance: l[backend.LabelInstance], PID: l[backend.LabelPID], Host: l[backend.LabelHost],
 		Identity: owner.Identity{PIDNS: l[LabelPIDNS], Container: l[LabelServer]}}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/owner"
@@ -35,7 +36,7 @@ func TestReaperTellsReplicasApart(t *testing.T) {
 	deadServer := create(map[string]string{}, "python3", "-c", "pass")
 
 	replica := func(server, pidns string) map[string]string {
-		return map[string]string{LabelKind: KindTransient, LabelPID: "1", LabelHost: host, LabelInstance: randomHex(8),
+		return map[string]string{backend.LabelKind: backend.KindTransient, backend.LabelPID: "1", backend.LabelHost: host, backend.LabelInstance: randomHex(8),
 			LabelServer: server, LabelPIDNS: pidns}
 	}
 	ofLive := create(replica(liveServer, "pid:[1]"), "python3", "-c", "pass")
@@ -82,12 +83,12 @@ func TestReaperTellsReplicasApart(t *testing.T) {
 
 // TestSandboxesCarryTheOwnerIdentity checks the labels the reaper reads.
 func TestSandboxesCarryTheOwnerIdentity(t *testing.T) {
-	meta := sandboxMeta{Kind: KindTransient, PIDNS: "pid:[7]", Server: "abc"}
+	meta := sandboxMeta{Kind: backend.KindTransient, PIDNS: "pid:[7]", Server: "abc"}
 	l := meta.labels()
 	if l[LabelPIDNS] != "pid:[7]" || l[LabelServer] != "abc" {
 		t.Errorf("labels %v lack the owner identity", l)
 	}
-	meta = sandboxMeta{Kind: KindTransient, Instance: "i1", PID: 42, Host: "h"}
+	meta = sandboxMeta{Kind: backend.KindTransient, Instance: "i1", PID: 42, Host: "h"}
 	meta.stamp(owner.Identity{PIDNS: "pid:[8]", Container: "c1"})
 	want := owner.Server{Instance: "i1", PID: "42", Host: "h", Identity: owner.Identity{PIDNS: "pid:[8]", Container: "c1"}}
 	if got := ownerOf(meta.labels()); got != want {
@@ -108,10 +109,10 @@ func TestOwnedStampsEverySite(t *testing.T) {
 		t.Errorf("owned: owner %+v (want %+v), meta %+v", got, want, m)
 	}
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	if m := e.owned(sandboxMeta{Kind: KindTransient, Created: at}); !m.Created.Equal(at) {
+	if m := e.owned(sandboxMeta{Kind: backend.KindTransient, Created: at}); !m.Created.Equal(at) {
 		t.Errorf("owned changed a given creation time to %v", m.Created)
 	}
-	spec := e.helperSpec(KindNetwork)
+	spec := e.helperSpec(backend.KindNetwork)
 	all := maps.Clone(spec.Labels)
 	maps.Copy(all, spec.Annotations)
 	if got := ownerOf(all); got != want {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/clip"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 )
 
@@ -11,7 +13,7 @@ import (
 type SyntaxError = protocol.SyntaxError
 
 // parseReplyLimit caps a parse answer: a few capped text fields as JSON.
-const parseReplyLimit = jsonGrowth*4*maxErrorText + replySlack
+const parseReplyLimit = clip.JSONGrowth*4*clip.MaxErrorText + replySlack
 
 // Parse asks CPython whether code parses, without running any of it: the
 // runner of a sandbox that serves this request only compiles the code to
@@ -26,14 +28,15 @@ func (e *Executor) Parse(ctx context.Context, req Request) (*SyntaxError, error)
 		return nil, err
 	}
 	pl := e.pool() // one pool for the call, whatever a reload does meanwhile
-	sb := pl.take(lim, nil, req.Owner)
+	class := limitsClass(lim)
+	sb, _ := pl.Take(class, nil, req.Owner)
 	if sb == nil {
-		if pl.fits(lim) {
-			sb, err = pl.coldStart(ctx, nil, req.Owner, func(sctx context.Context) (*sandbox, error) {
-				return e.startWithin(sctx, sandboxMeta{Kind: KindTransient}, lim, lim.Timeout)
+		if pl.Fits(class) {
+			sb, err = pl.ColdStart(ctx, nil, req.Owner, func(sctx context.Context) (*sandbox, error) {
+				return e.startWithin(sctx, sandboxMeta{Kind: backend.KindTransient}, lim, lim.Timeout)
 			})
 		} else {
-			sb, err = e.startWithin(ctx, sandboxMeta{Kind: KindTransient, Owner: req.Owner}, lim, lim.Timeout)
+			sb, err = e.startWithin(ctx, sandboxMeta{Kind: backend.KindTransient, Owner: req.Owner}, lim, lim.Timeout)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -59,7 +62,7 @@ func (e *Executor) Parse(ctx context.Context, req Request) (*SyntaxError, error)
 	}
 	// The sandbox is untrusted: its answer is capped again.
 	for _, s := range []*string{&se.Type, &se.Message, &se.Text, &se.Detail} {
-		*s, _ = clipText(*s, maxErrorText)
+		*s, _ = clip.Text(*s, clip.MaxErrorText)
 	}
 	if se.Type == "" {
 		se.Type = "SyntaxError"

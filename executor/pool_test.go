@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
@@ -26,10 +27,14 @@ func poolExec(t *testing.T, size int, preload ...string) (*Executor, *dockertest
 func waitPoolFull(t testing.TB, e *Executor) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
-	for _, p := range []*pool{e.pool(), e.spool()} {
-		for p.idleCount() < p.size {
+	for _, p := range []*sandboxPool{e.pool(), e.spool()} {
+		for {
+			kind, size, idle, _, _ := p.Stats()
+			if idle >= size {
+				break
+			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s pool has %d of %d sandboxes after a minute", p.kind, p.idleCount(), p.size)
+				t.Fatalf("%s pool has %d of %d sandboxes after a minute", kind, idle, size)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -55,45 +60,43 @@ print(any(c.startswith(b"sleep\x001000") for c in procs), os.path.exists("/tmp/m
 			t.Errorf("a pooled sandbox saw an earlier call's process or file: %q", res.Stdout)
 		}
 	}
-	if h := e.pool().hits.Load(); h < 2 {
+	if h := e.pool().Hits(); h < 2 {
 		t.Errorf("%d calls served from the pool, want at least 2", h)
 	}
 }
 
 func TestPoolTighterLimitsGetColdSandbox(t *testing.T) {
 	e, _ := poolExec(t, 1)
-	before := e.pool().hits.Load()
+	before := e.pool().Hits()
 	res := transient(t, e, Request{Code: "int(open('/sys/fs/cgroup/memory/memory.limit_in_bytes').read())", Limits: Limits{Memory: 256 << 20}})
 	wantStatus(t, res, "ok")
 	if res.Result == nil || *res.Result != "268435456" {
 		t.Errorf("memory limit seen inside = %v, want 268435456", res.Result)
 	}
-	if e.pool().hits.Load() != before {
+	if e.pool().Hits() != before {
 		t.Error("a request with a tighter memory limit was served from the pool")
 	}
 	res = transient(t, e, Request{Code: "1", Limits: Limits{Timeout: 5 * time.Second}})
 	wantStatus(t, res, "ok")
-	if e.pool().hits.Load() != before+1 {
+	if e.pool().Hits() != before+1 {
 		t.Error("a request that only changes the timeout should be served from the pool")
 	}
 }
 
 func TestPoolReplacesKilledSandbox(t *testing.T) {
 	e, cli := poolExec(t, 2)
-	e.pool().mu.Lock()
-	victim := e.pool().idle[0].sb.id
-	e.pool().mu.Unlock()
+	idle, _ := e.pool().Idle("")
+	victim := idle[0].id
 	if err := cli.Kill(context.Background(), victim, "SIGKILL"); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		e.pool().mu.Lock()
-		ok := len(e.pool().idle) == e.pool().size
-		for _, it := range e.pool().idle {
-			ok = ok && it.sb.id != victim
+		idle, _ := e.pool().Idle("")
+		ok := len(idle) == 2
+		for _, sb := range idle {
+			ok = ok && sb.id != victim
 		}
-		e.pool().mu.Unlock()
 		if ok {
 			break
 		}
@@ -109,14 +112,14 @@ func TestPoolReplacesKilledSandbox(t *testing.T) {
 
 func TestPoolShutdown(t *testing.T) {
 	e, cli := poolExec(t, 3)
-	if n := ourContainers(t, cli, LabelInstance+"="+e.instance); n != 4 {
+	if n := ourContainers(t, cli, backend.LabelInstance+"="+e.instance); n != 4 {
 		t.Errorf("%d pooled containers, want 4 (3 transient, 1 for sessions)", n)
 	}
 	transient(t, e, Request{Code: "1"}) // a refill is under way during Close
 	if err := e.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := ourContainers(t, cli, LabelInstance+"="+e.instance); n != 0 {
+	if n := ourContainers(t, cli, backend.LabelInstance+"="+e.instance); n != 0 {
 		t.Errorf("%d containers after Close, want 0", n)
 	}
 }
@@ -125,10 +128,10 @@ func TestPoolSession(t *testing.T) {
 	e, cli := poolExec(t, 1, "json")
 	res, id := persistent(t, e, "", Request{Owner: "o", Code: "import sys\nx = 'json' in sys.modules", Imports: imports("sys", 1)})
 	wantStatus(t, res, "ok")
-	if e.spool().hits.Load() != 1 {
+	if e.spool().Hits() != 1 {
 		t.Fatalf("the new session did not start from the pool")
 	}
-	if n := ourContainers(t, cli, LabelSession+"="+id); n != 1 {
+	if n := ourContainers(t, cli, backend.LabelSession+"="+id); n != 1 {
 		t.Errorf("%d containers labelled with the session id %s, want 1", n, id)
 	}
 	res, _ = persistent(t, e, id, Request{Owner: "o", Code: "x"})
@@ -137,26 +140,24 @@ func TestPoolSession(t *testing.T) {
 	}
 	// A tighter session gets a cold sandbox.
 	persistent(t, e, "", Request{Owner: "o", Code: "1", Limits: Limits{Pids: 64}})
-	if e.spool().hits.Load() != 1 {
+	if e.spool().Hits() != 1 {
 		t.Error("a session with tighter limits was served from the pool")
 	}
 	if err := e.Cleanup(tctx(t, time.Minute), "o", id); err != nil {
 		t.Fatal(err)
 	}
-	if n := ourContainers(t, cli, LabelSession+"="+id); n != 0 {
+	if n := ourContainers(t, cli, backend.LabelSession+"="+id); n != 0 {
 		t.Errorf("%d containers of the cleaned-up session, want 0", n)
 	}
 }
 
 // waitIdle waits up to two minutes for the transient pool to hold at least
 // want sandboxes of each class.
-func waitIdle(t *testing.T, p *pool, want map[string]int) {
+func waitIdle(t *testing.T, p *sandboxPool, want map[string]int) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		p.mu.Lock()
-		have := p.idleByClass()
-		p.mu.Unlock()
+		have := p.IdleByClass()
 		ok := true
 		for c, n := range want {
 			ok = ok && have[c] >= n
@@ -190,7 +191,7 @@ func TestPoolRoutesByImports(t *testing.T) {
 	if res.Stdout != "3 True\n" {
 		t.Errorf("pandas call printed %q, want %q (pandas imported before the call)", res.Stdout, "3 True\n")
 	}
-	if h := e.pool().hits.Load(); h != 2 {
+	if h := e.pool().Hits(); h != 2 {
 		t.Errorf("%d of 2 calls served from the pool", h)
 	}
 }
@@ -228,18 +229,18 @@ func TestPoolBursts(t *testing.T) {
 	}
 	burst(8) // more than the pool holds or may hold: cold starts race refills
 	waitIdle(t, e.pool(), map[string]int{"": 6})
-	if n := e.pool().idleCount(); n > 6 {
+	if n := e.pool().IdleCount(); n > 6 {
 		t.Errorf("pool holds %d sandboxes, over pool.max_size 6", n)
 	}
-	before := e.pool().hits.Load()
+	before := e.pool().Hits()
 	burst(6)
-	if got := e.pool().hits.Load() - before; got != 6 {
+	if got := e.pool().Hits() - before; got != 6 {
 		t.Errorf("%d of a burst of 6 served from the grown pool, want 6", got)
 	}
 	if err := e.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := ourContainers(t, cli, LabelInstance+"="+e.instance); n != 0 {
+	if n := ourContainers(t, cli, backend.LabelInstance+"="+e.instance); n != 0 {
 		t.Errorf("%d containers after Close, want 0", n)
 	}
 }
@@ -260,7 +261,7 @@ func TestPoolMissCancelled(t *testing.T) {
 	if err := e.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := ourContainers(t, cli, LabelInstance+"="+e.instance); n != 0 {
+	if n := ourContainers(t, cli, backend.LabelInstance+"="+e.instance); n != 0 {
 		t.Errorf("%d containers after Close, want 0", n)
 	}
 }
@@ -303,10 +304,10 @@ func TestPoolArmsWorkers(t *testing.T) {
 	}
 	for _, s := range steps {
 		waitPoolFull(t, e)
-		hits, armed := e.pool().hits.Load(), e.armed.Load()
+		hits, armed := e.pool().Hits(), e.armed.Load()
 		res := transient(t, e, s.req)
 		s.check(res)
-		if e.pool().hits.Load() != hits+1 {
+		if e.pool().Hits() != hits+1 {
 			t.Fatalf("%s: not served from the pool", s.name)
 		}
 		if got := e.armed.Load() - armed; got != map[bool]int64{false: 0, true: 1}[s.armed] {
@@ -330,9 +331,9 @@ func TestPoolArmsWorkers(t *testing.T) {
 func TestPoolHandsOutRunnerCode(t *testing.T) {
 	e, _ := poolExec(t, 2)
 	deadline := time.Now().Add(time.Minute)
-	for e.runner.code.Load() == nil {
+	for !hasCode(e) {
 		if time.Now().After(deadline) {
-			t.Fatalf("no runner code after a minute (asked %d times)", e.runner.asks.Load())
+			t.Fatalf("no runner code after a minute (asked %d times)", e.runner.Asks())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -355,8 +356,8 @@ func TestPoolHandsOutRunnerCode(t *testing.T) {
 	if res.Status == "ok" || res.Error == nil || !strings.Contains(res.Error.Message, "socket") {
 		t.Errorf("a blocked module imported in a sandbox that loaded the runner: %+v", res)
 	}
-	if e.pool().hits.Load() < 4 {
-		t.Errorf("%d calls served from the pool, want the sandboxes under test to be pooled ones", e.pool().hits.Load())
+	if e.pool().Hits() < 4 {
+		t.Errorf("%d calls served from the pool, want the sandboxes under test to be pooled ones", e.pool().Hits())
 	}
 }
 
@@ -435,14 +436,13 @@ func TestPoolRetiresFrozenSandbox(t *testing.T) {
 	})
 	freeze := func(all bool) {
 		t.Helper()
-		e.pool().mu.Lock()
+		idle, next := e.pool().Idle("")
 		var ids []string
-		for i, it := range e.pool().idle {
-			if all || i == pick(e.pool().idle, nil, "") {
-				ids = append(ids, it.sb.id)
+		for i, sb := range idle {
+			if all || i == next {
+				ids = append(ids, sb.id)
 			}
 		}
-		e.pool().mu.Unlock()
 		for _, id := range ids {
 			if err := cli.Pause(ctx, id); err != nil {
 				t.Fatalf("pause %s: %v", id, err)
@@ -460,9 +460,9 @@ func TestPoolRetiresFrozenSandbox(t *testing.T) {
 	}
 
 	freeze(false) // the sandbox the call would get
-	hits := e.pool().hits.Load()
+	hits := e.pool().Hits()
 	run()
-	if got := e.pool().hits.Load() - hits; got != 1 {
+	if got := e.pool().Hits() - hits; got != 1 {
 		t.Errorf("%d calls served from the pool, want 1: the other pooled sandbox", got)
 	}
 

@@ -30,8 +30,8 @@ func TestFakePoolIdleCap(t *testing.T) {
 	e := newFakeOn(t, fb, func(c *config.Config) {
 		c.Pool = config.Pool{Enabled: true, Size: 2, MaxSize: 2, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 2}
 	})
-	eventually(t, "both pools fill", func() bool { return e.pool().idleCount() == 2 && e.spool().idleCount() == 1 })
-	setTook(e.pool(), time.Hour, time.Millisecond) // misses start cold at once
+	eventually(t, "both pools fill", func() bool { return e.pool().IdleCount() == 2 && e.spool().IdleCount() == 1 })
+	e.pool().SetTook(time.Hour, time.Millisecond) // misses start cold at once
 	ctx := tctx(t, time.Minute)
 
 	block.Store(2)
@@ -41,9 +41,7 @@ func TestFakePoolIdleCap(t *testing.T) {
 		}
 	}
 	eventually(t, "two refills are held back", func() bool {
-		e.pool().mu.Lock()
-		defer e.pool().mu.Unlock()
-		return len(e.pool().inflight) == 2
+		return e.pool().Creating() == 2
 	})
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
@@ -52,18 +50,16 @@ func TestFakePoolIdleCap(t *testing.T) {
 			t.Fatal("a cancelled call ran")
 		}
 	}
-	eventually(t, "the cancelled calls' cold starts join the pool", func() bool { return e.pool().idleCount() == 2 })
+	eventually(t, "the cancelled calls' cold starts join the pool", func() bool { return e.pool().IdleCount() == 2 })
 	close(release)
 	eventually(t, "the refills land", func() bool {
-		e.pool().mu.Lock()
-		defer e.pool().mu.Unlock()
-		return len(e.pool().inflight) == 0
+		return e.pool().Creating() == 0
 	})
 	time.Sleep(100 * time.Millisecond) // a fill pass after the refills
-	if n := e.pool().idleCount(); n > 2 {
+	if n := e.pool().IdleCount(); n > 2 {
 		t.Errorf("the pool holds %d idle sandboxes, over pool.max_size 2", n)
 	}
-	eventually(t, "nothing but the pools' sandboxes is left", func() bool { return fb.Live() == e.pool().idleCount()+e.spool().idleCount() })
+	eventually(t, "nothing but the pools' sandboxes is left", func() bool { return fb.Live() == e.pool().IdleCount()+e.spool().IdleCount() })
 }
 
 // Preload classes are learned per principal: the class learned from
@@ -75,7 +71,7 @@ func TestFakePoolClassesPerPrincipal(t *testing.T) {
 	e, fb := newFake(t, func(c *config.Config) {
 		c.Pool = config.Pool{Enabled: true, Size: 1, MaxSize: 1, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 1}
 	})
-	eventually(t, "the pool fills", func() bool { return e.pool().idleCount() == 1 })
+	eventually(t, "the pool fills", func() bool { return e.pool().IdleCount() == 1 })
 	ctx := tctx(t, time.Minute)
 	sympy := []analyze.Import{{Module: "sympy", Line: 1}}
 	call := func(owner string, imps []analyze.Import) {
@@ -84,20 +80,16 @@ func TestFakePoolClassesPerPrincipal(t *testing.T) {
 			t.Fatalf("%s's call: %+v, %v", owner, res, err)
 		}
 	}
-	classes := func() map[string]int {
-		e.pool().mu.Lock()
-		defer e.pool().mu.Unlock()
-		return e.pool().idleByClass()
-	}
+	classes := e.pool().IdleByClass
 	call("alice", sympy)
 	alices := poolplan.Owned("alice", "sympy")
 	eventually(t, "the pool makes alice's class", func() bool { return classes()[alices] == 1 })
 
-	hits := e.pool().hits.Load()
+	hits := e.pool().Hits()
 	for range 2 { // bob's class then outweighs alice's in the plan
 		call("bob", sympy) // needs what alice's sandbox has
 	}
-	if got := e.pool().hits.Load(); got != hits {
+	if got := e.pool().Hits(); got != hits {
 		t.Errorf("bob was served %d time(s) from a pool that held only alice's class", got-hits)
 	}
 	eventually(t, "the pool holds a sandbox bob may have instead of alice's, within its cap", func() bool {
@@ -105,37 +97,10 @@ func TestFakePoolClassesPerPrincipal(t *testing.T) {
 		return c[alices] == 0 && c[""]+c[poolplan.Owned("bob", "sympy")] == 1
 	})
 	call("bob", sympy)
-	if got := e.pool().hits.Load(); got != hits+1 {
+	if got := e.pool().Hits(); got != hits+1 {
 		t.Errorf("bob's call once the pool had his sandbox: %d hits, want 1", got-hits)
 	}
 	if n := fb.MaxRuns(); n != 1 {
 		t.Errorf("a sandbox served %d calls", n)
-	}
-}
-
-// A sandbox preloaded from a principal's imports goes only to that
-// principal's waiting calls; others wait for their own.
-func TestPoolDeliversToItsOwner(t *testing.T) {
-	p := &pool{maxSize: 4}
-	bob := &waiter{ch: make(chan started, 1), done: make(chan struct{}), owner: "bob"}
-	alice := &waiter{ch: make(chan started, 1), done: make(chan struct{}), owner: "alice"}
-	p.waiters = []*waiter{bob, alice}
-	sb := &sandbox{}
-	p.deliver(pooled{sb: sb, modules: []string{"sympy"}, owner: "alice"})
-	select {
-	case r := <-alice.ch:
-		if r.it.sb != sb {
-			t.Error("alice got another sandbox")
-		}
-	default:
-		t.Fatal("alice's sandbox was not handed to her waiting call")
-	}
-	if len(p.waiters) != 1 || p.waiters[0] != bob || len(bob.ch) != 0 {
-		t.Errorf("bob's call was served alice's sandbox, or left the waiters")
-	}
-	shared := &sandbox{}
-	p.deliver(pooled{sb: shared})
-	if r := <-bob.ch; r.it.sb != shared {
-		t.Error("bob did not get the shared sandbox")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 )
 
 // config is the configuration in force. A call reads it once, when it
@@ -17,7 +18,7 @@ func (e *Executor) config() *Config { return e.cfg.Load() }
 // poolSet is the warm pools of one configuration: replaced as a whole when
 // a reload changes what their sandboxes are.
 type poolSet struct {
-	t, s *pool         // transient sandboxes; sandboxes for new sessions (each may be nil)
+	t, s *sandboxPool  // transient sandboxes; sandboxes for new sessions (each may be nil)
 	stop chan struct{} // closed when the set is retired or the executor closes
 	once sync.Once
 }
@@ -27,7 +28,7 @@ func (ps *poolSet) close() { ps.once.Do(func() { close(ps.stop) }) }
 // pool is the transient pool in force (nil when pooling is off, and
 // while the first set is being made: its fills may start sandboxes
 // before it is stored).
-func (e *Executor) pool() *pool {
+func (e *Executor) pool() *sandboxPool {
 	if ps := e.pools.Load(); ps != nil {
 		return ps.t
 	}
@@ -36,7 +37,7 @@ func (e *Executor) pool() *pool {
 
 // spool is the pool of sandboxes for new sessions (nil when off, or
 // before the first set is stored).
-func (e *Executor) spool() *pool {
+func (e *Executor) spool() *sandboxPool {
 	if ps := e.pools.Load(); ps != nil {
 		return ps.s
 	}
@@ -47,8 +48,8 @@ func (e *Executor) spool() *pool {
 // set is retired or the executor closes.
 func (e *Executor) startPools(cfg Config) *poolSet {
 	ps := &poolSet{
-		t:    newPool(e, cfg.Pool, KindTransient, cfg.Pool.Size),
-		s:    newPool(e, cfg.Pool, KindPersistent, min(cfg.Pool.Size, 1)),
+		t:    newPool(e, cfg.Pool, backend.KindTransient, cfg.Pool.Size),
+		s:    newPool(e, cfg.Pool, backend.KindPersistent, min(cfg.Pool.Size, 1)),
 		stop: make(chan struct{}),
 	}
 	e.bg.Add(1)
@@ -60,12 +61,12 @@ func (e *Executor) startPools(cfg Config) *poolSet {
 		}
 		ps.close()
 	}()
-	for _, p := range []*pool{ps.t, ps.s} {
+	for _, p := range []*sandboxPool{ps.t, ps.s} {
 		if p != nil {
 			e.bg.Add(1)
 			go func() {
 				defer e.bg.Done()
-				p.run(ps.stop)
+				p.Run(ps.stop)
 			}()
 		}
 	}
@@ -79,7 +80,7 @@ func (e *Executor) startPools(cfg Config) *poolSet {
 // Close ends the wait (it removes every sandbox).
 func (e *Executor) retire(ps *poolSet) {
 	ps.close()
-	for _, p := range []*pool{ps.t, ps.s} {
+	for _, p := range []*sandboxPool{ps.t, ps.s} {
 		if p == nil {
 			continue
 		}
@@ -90,12 +91,8 @@ func (e *Executor) retire(ps *poolSet) {
 			defer t.Stop()
 			end := time.After(startupTimeout + time.Second)
 			for {
-				p.mu.Lock()
-				idle := p.idle
-				p.idle = nil
-				p.mu.Unlock()
-				for _, it := range idle {
-					e.destroy(it.sb)
+				for _, sb := range p.Drain() {
+					e.destroy(sb)
 				}
 				select {
 				case <-e.stop:
@@ -155,7 +152,7 @@ func (e *Executor) Reload(cfg Config) error {
 	}
 	e.cfg.Store(&cfg)
 	// Kept sandboxes were made with the old settings: none serves again.
-	e.warm.flush()
+	e.warm.Flush()
 	oldLim, _ := resolveLimits(old.Docker, Limits{})
 	newLim, _ := resolveLimits(cfg.Docker, Limits{})
 	sameSandboxes := oldLim.Memory == newLim.Memory && oldLim.CPUs == newLim.CPUs && oldLim.Pids == newLim.Pids &&
@@ -168,20 +165,16 @@ func (e *Executor) Reload(cfg Config) error {
 		(ps.s != nil) == (cfg.Pool.Enabled && min(cfg.Pool.Size, 1) > 0)
 	if resizable {
 		if ps.t != nil {
-			ps.t.resize(cfg.Pool.Size, cfg.Pool.MaxSize)
+			ps.t.Resize(cfg.Pool.Size, cfg.Pool.MaxSize)
 		}
 		if ps.s != nil {
-			ps.s.resize(min(cfg.Pool.Size, 1), 0)
+			ps.s.Resize(min(cfg.Pool.Size, 1), 0)
 		}
 		return nil
 	}
 	next := e.startPools(cfg)
-	for _, pair := range [][2]*pool{{ps.t, next.t}, {ps.s, next.s}} {
-		if pair[0] != nil && pair[1] != nil {
-			pair[1].hits.Store(pair[0].hits.Load())
-			pair[1].misses.Store(pair[0].misses.Load())
-		}
-	}
+	next.t.Carry(ps.t)
+	next.s.Carry(ps.s)
 	e.pools.Store(next)
 	e.retire(ps)
 	return nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 )
 
 // reloaded is e's configuration with edit applied, as a reload gives it.
@@ -88,7 +89,7 @@ func TestFakeReloadPool(t *testing.T) {
 		c.Pool.Preload = nil
 	})
 	ctx := tctx(t, time.Minute)
-	idle := func() int { return e.pool().idleCount() }
+	idle := func() int { return e.pool().IdleCount() }
 	eventually(t, "the pool fills to 1", func() bool { return idle() == 1 })
 	reloaded(t, e, func(c *Config) { c.Pool.Size = 3 })
 	eventually(t, "the pool fills to the new size 3", func() bool { return idle() == 3 })
@@ -105,12 +106,12 @@ func TestFakeReloadPool(t *testing.T) {
 			t.Errorf("a sandbox alive after the reload has %d bytes of memory, want 256 MiB", s.MemoryBytes)
 		}
 	}
-	hits := e.pool().hits.Load()
+	hits := e.pool().Hits()
 	res, err := e.Transient(ctx, Request{Code: "print pooled"})
 	if err != nil || res.Status != "ok" {
 		t.Fatalf("%+v, %v", res, err)
 	}
-	if got := e.pool().hits.Load() - hits; got != 1 {
+	if got := e.pool().Hits() - hits; got != 1 {
 		t.Errorf("a call without limits after the reload: %d pool hits, want 1", got)
 	}
 
@@ -164,13 +165,13 @@ func TestPoolFollowsReload(t *testing.T) {
 	reloaded(t, e, func(c *Config) { c.Docker.MemoryLimit = 256 << 20 })
 	ctx := tctx(t, 2*time.Minute)
 	memories := func() []int64 {
-		l, err := cli.Containers(ctx, false, LabelInstance+"="+e.instance)
+		l, err := cli.Containers(ctx, false, backend.LabelInstance+"="+e.instance)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var out []int64
 		for _, c := range l {
-			if c.Labels[LabelKind] != KindTransient && c.Labels[LabelKind] != KindPersistent {
+			if c.Labels[backend.LabelKind] != backend.KindTransient && c.Labels[backend.LabelKind] != backend.KindPersistent {
 				continue // network namespace holders
 			}
 			mem, err := cli.Memory(ctx, c.ID)
@@ -188,15 +189,15 @@ func TestPoolFollowsReload(t *testing.T) {
 				return false
 			}
 		}
-		return len(m) == 2 && e.pool().idleCount() == 1
+		return len(m) == 2 && e.pool().IdleCount() == 1
 	})
-	before := e.pool().hits.Load()
+	before := e.pool().Hits()
 	res := transient(t, e, Request{Code: "int(open('/sys/fs/cgroup/memory/memory.limit_in_bytes').read())"})
 	wantStatus(t, res, "ok")
 	if res.Result == nil || *res.Result != "268435456" {
 		t.Errorf("memory limit seen inside after the reload = %v, want 268435456", res.Result)
 	}
-	if e.pool().hits.Load() != before+1 {
+	if e.pool().Hits() != before+1 {
 		t.Error("a call without limits after the reload was not served from the pool")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/clip"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
@@ -41,7 +42,7 @@ func TestCapRich(t *testing.T) {
 			Why: protocol.RichFailed, Error: strings.Repeat("e", 5000)}},
 		Images: []Image{{PNG: make([]byte, 300)}, {PNG: make([]byte, 500)}}, // 600+300 fit, 500 more do not
 	}
-	e.config().capResult(r, true)
+	e.config().caps().Reply(r, true)
 	var kept []int
 	for _, it := range r.Rich {
 		kept = append(kept, it.N)
@@ -62,7 +63,7 @@ func TestCapRich(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("rich items dropped (-want +got):\n%s", diff)
 	}
-	if d := r.RichDropped[0]; len(d.MIME) > 64+truncationSlack || len(d.Error) > 512+truncationSlack || d.N != 0 || d.Bytes != 0 {
+	if d := r.RichDropped[0]; len(d.MIME) > 64+clip.Slack || len(d.Error) > 512+clip.Slack || d.N != 0 || d.Bytes != 0 {
 		t.Errorf("the runner's dropped entry is not clipped: %d-byte MIME, %d-byte error, n %d, bytes %d", len(d.MIME), len(d.Error), d.N, d.Bytes)
 	}
 	if len(r.Images) != 1 || len(r.Images[0].PNG) != 300 {
@@ -74,7 +75,7 @@ func TestCapRich(t *testing.T) {
 		many = append(many, html(i+1, 10))
 	}
 	r = &runnerResponse{Status: "ok", Rich: many}
-	e.config().capResult(r, true)
+	e.config().caps().Reply(r, true)
 	if len(r.Rich) != protocol.MaxRich || len(r.RichDropped) != 3 || r.RichDropped[0].Why != protocol.RichOverCount || r.RichDropped[0].Limit != protocol.MaxRich {
 		t.Errorf("%d items, dropped %+v; want %d kept and 3 named over_count", len(r.Rich), r.RichDropped, protocol.MaxRich)
 	}

@@ -35,7 +35,7 @@ func fakeSandbox(t *testing.T) (*Executor, *removeOnly, *sandbox, <-chan map[str
 	docker := &removeOnly{}
 	e := &Executor{be: docker, log: slog.New(slog.NewTextHandler(io.Discard, nil)), live: map[string]*sandbox{}, unremoved: map[string]bool{}}
 	server, runnerEnd := net.Pipe()
-	sb := &sandbox{id: "fake", meta: sandboxMeta{Kind: KindTransient}, frames: make(chan frameOrErr, 4), stderr: &tailBuffer{max: 1024}, quit: make(chan struct{})}
+	sb := &sandbox{id: "fake", meta: sandboxMeta{Kind: backend.KindTransient}, frames: make(chan frameOrErr, 4), stderr: &tailBuffer{max: 1024}, quit: make(chan struct{})}
 	sb.box = backend.NewSandbox("fake", server, nil, nil, server.Close)
 	sb.limit.Store(idleFrameLimit)
 	reqs := make(chan map[string]any, 4)

@@ -45,7 +45,7 @@ func TestFakeRuntimePerCall(t *testing.T) {
 	ctx := tctx(t, time.Minute)
 	pool := func() PoolStats {
 		for _, p := range e.Stats().Pools {
-			if p.Kind == KindTransient {
+			if p.Kind == backend.KindTransient {
 				return p
 			}
 		}

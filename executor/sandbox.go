@@ -140,7 +140,7 @@ func (e *Executor) startWith(ctx context.Context, meta sandboxMeta, lim Limits, 
 	spec := sandboxSpec(e.config().Docker, lim, meta)
 	// On a Shared backend, persistent sandboxes (sessions', and the pool's
 	// for new sessions) are shared between servers (shared.go).
-	shared := e.shared != nil && meta.Kind == KindPersistent
+	shared := e.shared != nil && meta.Kind == backend.KindPersistent
 	if shared {
 		spec.Detachable = true
 		if d := e.config().idleExit(); d > 0 {
@@ -176,23 +176,23 @@ func (e *Executor) startWith(ctx context.Context, meta sandboxMeta, lim Limits, 
 		if err := json.Unmarshal(f.data, &ready); err != nil || ready.Op != "ready" {
 			return fail("start sandbox", fmt.Errorf("unexpected first frame from runner: %.200q", f.data))
 		}
-		e.runner.count(ready.Runner)
+		e.runner.Count(ready.Runner)
 		sb.waiting.Store(false)
 	case <-ctx.Done():
 		return fail("start sandbox", fmt.Errorf("waiting for the runner: %w", ctx.Err()))
 	}
-	if e.pool() == nil && e.runner.ask() {
+	if e.pool() == nil && e.runner.Ask() {
 		// Without a transient pool to ask, the executor's first fresh
 		// sandboxes are asked for the runner's compiled code, before
 		// anything else runs in them (a preload of nothing: one round
-		// trip of a few ms, at most maxRunnerCodeAsks times).
+		// trip of a few ms, a few times at most: see protocol.Codes).
 		resp, f, err := e.roundTrip(ctx, sb, &protocol.Preload{Modules: []string{}, RunnerCode: true}, startupTimeout, false, preloadReplyLimit)
 		switch {
 		case f != nil:
 			return fail("start sandbox", errors.New(f.reason))
 		case err != nil:
 			return fail("start sandbox", err)
-		case !e.runner.keep(resp.RunnerCode):
+		case !e.runner.Keep(resp.RunnerCode):
 			e.log.Debug("the sandbox did not give the runner's compiled code")
 		}
 	}
@@ -200,17 +200,13 @@ func (e *Executor) startWith(ctx context.Context, meta sandboxMeta, lim Limits, 
 }
 
 // sendRunner writes the runner's preamble to a new sandbox's stdin, where
-// its bootstrap (runnerCommand) reads it first: the source, and the
-// compiled code once a sandbox gave it (runnerCodes). Nothing else is
+// its bootstrap (protocol.Bootstrap) reads it first: the source, and the
+// compiled code once a sandbox gave it (protocol.Codes). Nothing else is
 // written to the stream before the runner's ready frame, which comes
 // after the preamble was read; a sandbox that ends first closes the
 // stream and the write fails.
 func (e *Executor) sendRunner(stdin io.Writer) {
-	var code []byte
-	var magic [4]byte
-	if c := e.runner.code.Load(); c != nil {
-		code, magic = c.code, c.magic
-	}
+	code, magic, _ := e.runner.Code()
 	_ = protocol.WritePreamble(stdin, runner.Source, code, magic)
 }
 
@@ -254,9 +250,9 @@ func (e *Executor) createSandbox(ctx context.Context, meta sandboxMeta, spec bac
 // take turns in a shared network namespace.
 func (e *Executor) needs(meta sandboxMeta) backend.Needs {
 	n := backend.Needs{KeepIdle: e.maxIdleHolders()}
-	if e.config().Docker.NetworkDisabled && (meta.Kind == KindTransient || meta.Kind == KindPersistent) {
+	if e.config().Docker.NetworkDisabled && (meta.Kind == backend.KindTransient || meta.Kind == backend.KindPersistent) {
 		n.SharedNetwork = true
-		n.Helper = e.helperSpec(KindNetwork)
+		n.Helper = e.helperSpec(backend.KindNetwork)
 	}
 	return n
 }
@@ -291,8 +287,8 @@ func (e *Executor) topUpNetworks() {
 	go func() {
 		defer e.bg.Done()
 		defer e.topping.Store(false)
-		if p.Warm(context.Background(), e.needs(sandboxMeta{Kind: KindTransient}), e.holderFloor()) {
-			e.pool().signal() // the next one, if still below the floor
+		if p.Warm(context.Background(), e.needs(sandboxMeta{Kind: backend.KindTransient}), e.holderFloor()) {
+			e.pool().Signal() // the next one, if still below the floor
 		}
 	}()
 }
@@ -325,7 +321,7 @@ func (e *Executor) makeTree(stdlib string) {
 			case <-ctx.Done():
 			}
 		}()
-		t.MakeTree(ctx, e.helperSpec(KindTree), stdlib)
+		t.MakeTree(ctx, e.helperSpec(backend.KindTree), stdlib)
 	}()
 }
 
@@ -415,7 +411,7 @@ func (e *Executor) destroy(sb *sandbox) {
 		// A persistent sandbox's package volume goes with its session
 		// (Cleanup, expiry, Close, or a pooled sandbox never taken); a
 		// restart of a live session keeps it.
-		if sb.meta.Kind == KindPersistent && sb.meta.Packages != "" && e.sessions.gone(sb.meta.Session) {
+		if sb.meta.Kind == backend.KindPersistent && sb.meta.Packages != "" && e.sessions.gone(sb.meta.Session) {
 			e.removeVolume(sb.meta.Packages)
 		}
 	})

@@ -42,7 +42,7 @@ type sessions struct {
 type sessionCore interface {
 	config() *Config
 	// spool is the pool of sandboxes for new sessions (nil: none).
-	spool() *pool
+	spool() *sandboxPool
 	startWithin(ctx context.Context, meta sandboxMeta, lim Limits, runTimeout time.Duration) (*sandbox, error)
 	// wrap and track make a sandbox of an attached stream (shared.go).
 	wrap(box *backend.Sandbox, meta sandboxMeta, lim Limits, shared, ready bool) *sandbox
@@ -384,7 +384,7 @@ func (m *sessions) persistent(ctx context.Context, sessionID string, req Request
 	}
 
 	if sessionID == "" {
-		if sb := m.core.spool().take(s.lim, nil, s.owner); sb != nil {
+		if sb, ok := m.core.spool().Take(limitsClass(s.lim), nil, s.owner); ok {
 			m.adopt(s, sb)
 		}
 		if m.shared != nil {
@@ -409,7 +409,7 @@ func (m *sessions) persistent(ctx context.Context, sessionID string, req Request
 	}
 	res, err := m.core.run(ctx, sb, req, lim, false, false)
 	if sessionID == "" {
-		m.core.spool().answered(sb) // a new session's sandbox may come from the pool
+		m.core.spool().Answered(sb) // a new session's sandbox may come from the pool
 	}
 	dead := sb.dead.Load()
 	m.mu.Lock()
@@ -465,7 +465,7 @@ func (m *sessions) sessionSandbox(ctx context.Context, s *session, progress func
 	if sb != nil {
 		m.core.detach(sb)
 	}
-	meta := sandboxMeta{Kind: KindPersistent, Session: s.id, Owner: s.owner, Created: s.created, Packages: sessionVolume(s.id)}
+	meta := sandboxMeta{Kind: backend.KindPersistent, Session: s.id, Owner: s.owner, Created: s.created, Packages: sessionVolume(s.id)}
 	if m.shared != nil && target != "" {
 		// The session's sandbox was started by another server, or this
 		// server detached from it: attach again.

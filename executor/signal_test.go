@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 )
 
@@ -35,8 +36,11 @@ func TestServerProcess(t *testing.T) {
 	if _, _, err := e.Persistent(context.Background(), "", Request{Code: "x = 1"}); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []*pool{e.pool(), e.spool()} {
-		for p != nil && p.idleCount() < p.size {
+	for _, p := range []*sandboxPool{e.pool(), e.spool()} {
+		for p != nil {
+			if _, size, idle, _, _ := p.Stats(); idle >= size {
+				break
+			}
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
@@ -91,7 +95,7 @@ func sandboxesOf(t *testing.T, cli *dockertest.Daemon, pid int) int {
 
 func countOf(t *testing.T, cli *dockertest.Daemon, pid int, running, holders bool) int {
 	t.Helper()
-	list, err := cli.Containers(context.Background(), running, LabelPID+"="+strconv.Itoa(pid))
+	list, err := cli.Containers(context.Background(), running, backend.LabelPID+"="+strconv.Itoa(pid))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package executor
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,81 +11,6 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 )
-
-// Labels every sandbox carries. Kind is "transient" or "persistent"; Session
-// is the session id of a persistent sandbox; Owner the principal; Created an
-// RFC 3339 time; Instance, PID and Host identify the executor that started
-// it, so a restarted server reaps only containers whose executor is gone.
-const (
-	LabelKind     = "python-docker-mcp.kind"
-	LabelSession  = "python-docker-mcp.session"
-	LabelOwner    = "python-docker-mcp.owner"
-	LabelCreated  = "python-docker-mcp.created"
-	LabelInstance = "python-docker-mcp.instance"
-	LabelPID      = "python-docker-mcp.pid"
-	LabelHost     = "python-docker-mcp.host"
-)
-
-// Sandbox kinds, the value of LabelKind.
-const (
-	KindTransient  = "transient"
-	KindPersistent = "persistent"
-)
-
-// Kinds of what the Docker backend makes for itself (executor/docker has
-// the same names): the containers that hold shared network namespaces,
-// the interpreter tree volume and its filler, and the per-server standard
-// library volumes of older servers, which the reaper still removes.
-const (
-	KindNetwork = "network"
-	KindTree    = "tree"
-	KindStdlib  = "stdlib"
-)
-
-// runnerBootstrap reads the runner from stdin, where the executor writes
-// a preamble (protocol.WritePreamble) before the first frame: the runner's
-// source and, once the executor has it, the code an earlier sandbox
-// compiled from it (runnerCodes). It runs the code when its own Python's
-// magic number is the one the code was marshalled with, and compiles the
-// source otherwise (about 25 ms of CPU per sandbox), under the runner's
-// own file name either way, so tracebacks and the import guard can tell
-// its frames from user code's "<string>". _pdm_runner tells the runner's
-// ready frame which it was; _pdm_code is what the runner marshals when the
-// executor asks it for its code. The source is not an argument: Docker
-// and containerd copy a container's command line into every state file
-// they write, and 84 KiB of it cost the machine 20-50 ms of CPU per
-// container.
-const runnerBootstrap = `import os, sys
-del sys.argv[1]
-def _r(n):
-    b = bytearray()
-    while len(b) < n:
-        c = os.read(0, n - len(b))
-        if not c:
-            raise SystemExit("runner: stdin ended inside the runner's preamble")
-        b += c
-    return b
-_h = _r(12)
-_ns, _nc = int.from_bytes(_h[0:4], "big"), int.from_bytes(_h[4:8], "big")
-_b = _r(_ns + _nc)
-_pdm_code = None
-if _nc and bytes(_h[8:12]) == getattr(sys.modules.get("_frozen_importlib_external"), "MAGIC_NUMBER", None):
-    import marshal
-    try:
-        _pdm_code = marshal.loads(_b[_ns:])
-    except Exception:
-        _pdm_code = None
-_pdm_runner = "compiled" if _pdm_code is None else "loaded"
-if _pdm_code is None:
-    _pdm_code = compile(bytes(_b[:_ns]), "<pdm-runner>", "exec")
-del _r, _h, _ns, _nc, _b
-exec(_pdm_code)
-`
-
-// runnerCommand is every sandbox's command line; its stdin starts with the
-// runner's preamble (sendRunner). The last argument, protocol.RunnerTag,
-// says so to whoever reads the command (a test's fake backend).
-var runnerCommand = []string{"python3", "-I", "-B", "-c", runnerBootstrap, protocol.RunnerTag}
 
 // Limits are the resource limits of one run. A zero field means the
 // operator's value from config.Docker in force when the call begins (a
@@ -174,15 +98,15 @@ type sandboxMeta struct {
 
 func (m sandboxMeta) labels() map[string]string {
 	l := map[string]string{
-		LabelKind:     m.Kind,
-		LabelOwner:    m.Owner,
-		LabelCreated:  m.Created.UTC().Format(time.RFC3339Nano),
-		LabelInstance: m.Instance,
-		LabelPID:      strconv.Itoa(m.PID),
-		LabelHost:     m.Host,
+		backend.LabelKind:     m.Kind,
+		backend.LabelOwner:    m.Owner,
+		backend.LabelCreated:  m.Created.UTC().Format(time.RFC3339Nano),
+		backend.LabelInstance: m.Instance,
+		backend.LabelPID:      strconv.Itoa(m.PID),
+		backend.LabelHost:     m.Host,
 	}
 	if m.Session != "" {
-		l[LabelSession] = m.Session
+		l[backend.LabelSession] = m.Session
 	}
 	if m.PIDNS != "" {
 		l[LabelPIDNS] = m.PIDNS
@@ -218,7 +142,7 @@ func sandboxSpec(d config.Docker, lim Limits, meta sandboxMeta) backend.Spec {
 	labels, annotations := map[string]string{}, map[string]string{}
 	for k, v := range all {
 		switch k {
-		case LabelKind, LabelSession, LabelInstance, LabelPID:
+		case backend.LabelKind, backend.LabelSession, backend.LabelInstance, backend.LabelPID:
 			labels[k] = v
 		default:
 			annotations[k] = v
@@ -229,7 +153,7 @@ func sandboxSpec(d config.Docker, lim Limits, meta sandboxMeta) backend.Spec {
 		// The runner exits when the server's attach goes away, so a
 		// crashed server leaves stopped sandboxes (reaped at the next
 		// start), not running interpreters.
-		Command:    slices.Clone(runnerCommand),
+		Command:    protocol.Command(),
 		User:       d.User,
 		WorkingDir: workdir,
 		Env: []string{
@@ -259,7 +183,7 @@ func sandboxSpec(d config.Docker, lim Limits, meta sandboxMeta) backend.Spec {
 	if meta.Packages != "" {
 		spec.Volumes = []backend.Volume{{Name: meta.Packages, Path: PackagesDir, ReadOnly: true, Labels: volumeLabels(meta)}}
 	}
-	if meta.Kind == KindTransient {
+	if meta.Kind == backend.KindTransient {
 		// One call and nothing installed meanwhile: the runner skips
 		// the import caches' invalidation sessions need.
 		spec.Env = append(spec.Env, "PDM_TRANSIENT=1")

@@ -71,10 +71,10 @@ func hardeningOf(spec backend.Spec) hardening {
 
 func TestContainerSpec(t *testing.T) {
 	created := time.Date(2026, 11, 22, 1, 2, 3, 0, time.UTC)
-	meta := sandboxMeta{Kind: KindPersistent, Session: "abc", Owner: "alice", Created: created, Instance: "i1", PID: 42, Host: "h"}
+	meta := sandboxMeta{Kind: backend.KindPersistent, Session: "abc", Owner: "alice", Created: created, Instance: "i1", PID: 42, Host: "h"}
 	labels := map[string]string{
-		LabelKind: "persistent", LabelSession: "abc", LabelOwner: "alice", LabelCreated: "2026-11-22T01:02:03Z",
-		LabelInstance: "i1", LabelPID: "42", LabelHost: "h",
+		backend.LabelKind: "persistent", backend.LabelSession: "abc", backend.LabelOwner: "alice", backend.LabelCreated: "2026-11-22T01:02:03Z",
+		backend.LabelInstance: "i1", backend.LabelPID: "42", backend.LabelHost: "h",
 		// The Docker backend's own: which labels are annotations (free
 		// text) for the other backends.
 		docker.LabelAnnotations: "python-docker-mcp.created,python-docker-mcp.host,python-docker-mcp.owner",
@@ -163,7 +163,7 @@ func TestContainerSpec(t *testing.T) {
 // The runner's source goes to stdin, not on the command line, which Docker
 // and containerd copy into every state file they write.
 func TestRunnerNotInCommand(t *testing.T) {
-	for _, a := range runnerCommand {
+	for _, a := range protocol.Command() {
 		if len(a) > 1024 {
 			t.Errorf("a command-line argument of %d bytes (%.40q...)", len(a), a)
 		}
@@ -211,7 +211,7 @@ sys.stdout.buffer.write(importlib.util.MAGIC_NUMBER + marshal.dumps(compile(sys.
 				t.Fatal(err)
 			}
 			in.WriteString("first frame")
-			cmd := exec.Command(runnerCommand[0], runnerCommand[1:]...)
+			cmd := exec.Command(protocol.Command()[0], protocol.Command()[1:]...)
 			cmd.Stdin = &in
 			out, err := cmd.CombinedOutput()
 			if err != nil {
@@ -264,10 +264,10 @@ func TestResolveLimits(t *testing.T) {
 // Only transient sandboxes tell the runner they serve one call (it then
 // skips the import caches' invalidation a session needs after an install).
 func TestTransientEnv(t *testing.T) {
-	for _, kind := range []string{KindTransient, KindPersistent} {
+	for _, kind := range []string{backend.KindTransient, backend.KindPersistent} {
 		spec := sandboxSpec(config.Default().Docker, Limits{}, sandboxMeta{Kind: kind})
 		got := slices.Contains(spec.Env, "PDM_TRANSIENT=1")
-		if want := kind == KindTransient; got != want {
+		if want := kind == backend.KindTransient; got != want {
 			t.Errorf("%s sandbox: PDM_TRANSIENT=1 in its env is %v, want %v", kind, got, want)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend/fake"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
@@ -83,7 +84,7 @@ func TestStartBoundedByTimeout(t *testing.T) {
 	e := newFakeOn(t, fb, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, err := e.startWithin(ctx, sandboxMeta{Kind: KindTransient, Owner: "alice"}, Limits{Timeout: time.Second, Memory: 256 << 20, CPUs: 1, Pids: 64}, -StartAllowance+time.Millisecond)
+	_, err := e.startWithin(ctx, sandboxMeta{Kind: backend.KindTransient, Owner: "alice"}, Limits{Timeout: time.Second, Memory: 256 << 20, CPUs: 1, Pids: 64}, -StartAllowance+time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "start allowance") {
 		t.Fatalf("start with a budget of 1 ms: %v, want an error naming the start allowance", err)
 	}
@@ -115,7 +116,7 @@ func TestImportedCountsThePoolsPreload(t *testing.T) {
 		c.Pool.Enabled, c.Pool.Size, c.Pool.Preload = true, 1, []string{"json.decoder"}
 	})
 	deadline := time.Now().Add(60 * time.Second)
-	for e.spool().idleCount() == 0 && time.Now().Before(deadline) {
+	for e.spool().IdleCount() == 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	res, id := persistent(t, e, "", Request{Owner: "alice", Code: "1"})

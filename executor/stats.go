@@ -63,23 +63,19 @@ func (e *Executor) Stats() Stats {
 	st := Stats{
 		SandboxStarts:        e.counts.starts.Load(),
 		SandboxStartFailures: e.counts.failures.Load(),
-		RunnersLoaded:        e.runner.loaded.Load(),
-		RunnersCompiled:      e.runner.compiled.Load(),
+		RunnersLoaded:        e.runner.Loaded(),
+		RunnersCompiled:      e.runner.Compiled(),
 	}
-	for _, p := range []*pool{e.pool(), e.spool()} {
+	for _, p := range []*sandboxPool{e.pool(), e.spool()} {
 		if p == nil {
 			continue
 		}
-		p.mu.Lock()
-		size := p.size // a reload may resize the pool
-		p.mu.Unlock()
-		st.Pools = append(st.Pools, PoolStats{
-			Kind: p.kind, Size: size, Idle: p.idleCount(),
-			Hits: p.hits.Load(), Misses: p.misses.Load(),
-		})
+		var ps PoolStats
+		ps.Kind, ps.Size, ps.Idle, ps.Hits, ps.Misses = p.Stats()
+		st.Pools = append(st.Pools, ps)
 	}
 	if e.warm != nil {
-		st.Reuse = e.warm.stats()
+		st.Reuse = e.warm.Stats()
 	}
 	e.mu.Lock()
 	st.Sandboxes = len(e.live)

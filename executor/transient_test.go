@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
@@ -42,7 +43,7 @@ func ourContainers(t testing.TB, cli *dockertest.Daemon, label string) int {
 	// counted only when asked for by kind (Close removes them; TestMain
 	// checks that nothing of the process is left). Nor is the container
 	// that fills the interpreter tree volume, created and removed at once.
-	return countContainers(list, label == LabelKind+"="+KindNetwork)
+	return countContainers(list, label == backend.LabelKind+"="+backend.KindNetwork)
 }
 
 // countContainers counts items; the holders of network namespaces and the
@@ -51,7 +52,7 @@ func ourContainers(t testing.TB, cli *dockertest.Daemon, label string) int {
 func countContainers(items []dockertest.Container, holders bool) int {
 	n := 0
 	for _, c := range items {
-		if k := c.Labels[LabelKind]; holders || (k != KindNetwork && k != KindTree) {
+		if k := c.Labels[backend.LabelKind]; holders || (k != backend.KindNetwork && k != backend.KindTree) {
 			n++
 		}
 	}
@@ -100,7 +101,7 @@ func TestTransientPrint(t *testing.T) {
 	if res.Stdout != "1\n" || res.Result != nil {
 		t.Errorf("stdout %q result %v, want \"1\\n\" and no result", res.Stdout, res.Result)
 	}
-	if n := settled(t, cli, LabelKind+"="+KindTransient); n != 0 {
+	if n := settled(t, cli, backend.LabelKind+"="+backend.KindTransient); n != 0 {
 		t.Errorf("%d transient containers after the call, want 0", n)
 	}
 }

@@ -22,7 +22,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/python-docker-mcp/python-docker-mcp/executor"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/kubernetes"
 )
 
@@ -261,7 +261,7 @@ func startReplica(t *testing.T, kb *kubernetes.Backend, cfgPath string) *replica
 		})
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		mine := map[string]string{executor.LabelPID: fmt.Sprint(r.cmd.Process.Pid)}
+		mine := map[string]string{backend.LabelPID: fmt.Sprint(r.cmd.Process.Pid)}
 		for {
 			list, err := kb.List(ctx, mine)
 			if err != nil {

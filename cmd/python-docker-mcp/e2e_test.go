@@ -22,7 +22,7 @@ import (
 	"golang.org/x/tools/txtar"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
-	"github.com/python-docker-mcp/python-docker-mcp/executor"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/image"
 )
@@ -157,14 +157,14 @@ func structured(t *testing.T, r *sdk.CallToolResult) map[string]any {
 // volume (created and removed at once), only when withHolders.
 func containers(t testing.TB, cli *client.Client, pid int, withHolders bool) int {
 	t.Helper()
-	f := make(client.Filters).Add("label", executor.LabelKind).Add("label", fmt.Sprintf("%s=%d", executor.LabelPID, pid))
+	f := make(client.Filters).Add("label", backend.LabelKind).Add("label", fmt.Sprintf("%s=%d", backend.LabelPID, pid))
 	l, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
 	for _, c := range l.Items {
-		if k := c.Labels[executor.LabelKind]; withHolders || (k != executor.KindNetwork && k != executor.KindTree) {
+		if k := c.Labels[backend.LabelKind]; withHolders || (k != backend.KindNetwork && k != backend.KindTree) {
 			n++
 		}
 	}

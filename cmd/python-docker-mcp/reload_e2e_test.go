@@ -16,15 +16,15 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
-	"github.com/python-docker-mcp/python-docker-mcp/executor"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 )
 
 // runningTransient lists the server's running transient sandboxes.
 func runningTransient(t *testing.T, cli *client.Client, pid int) []container.Summary {
 	t.Helper()
-	f := make(client.Filters).Add("label", executor.LabelKind+"="+executor.KindTransient).
-		Add("label", fmt.Sprintf("%s=%d", executor.LabelPID, pid)).Add("status", "running")
+	f := make(client.Filters).Add("label", backend.LabelKind+"="+backend.KindTransient).
+		Add("label", fmt.Sprintf("%s=%d", backend.LabelPID, pid)).Add("status", "running")
 	l, err := cli.ContainerList(context.Background(), client.ContainerListOptions{Filters: f})
 	if err != nil {
 		t.Fatal(err)

@@ -14,13 +14,14 @@ import (
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 )
 
 // serverSandboxes counts the sandboxes whose owner runs in container cid.
 func serverSandboxes(t *testing.T, cli *client.Client, cid string) int {
 	t.Helper()
-	f := make(client.Filters).Add("label", executor.LabelKind).Add("label", executor.LabelServer+"="+cid)
+	f := make(client.Filters).Add("label", backend.LabelKind).Add("label", executor.LabelServer+"="+cid)
 	l, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
 		t.Fatal(err)

@@ -229,7 +229,7 @@ func (b *Backend) Remove(ctx context.Context, id string) error {
 }
 
 // List returns the containers, running or not, whose labels include all of
-// labels; nil or empty labels: every container carrying LabelKind.
+// labels; nil or empty labels: every container carrying backend.LabelKind.
 func (b *Backend) List(ctx context.Context, labels map[string]string) ([]backend.Info, error) {
 	if err := backend.ValidateLabels(labels); err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
@@ -239,7 +239,7 @@ func (b *Backend) List(ctx context.Context, labels map[string]string) ([]backend
 		f = f.Add("label", k+"="+v)
 	}
 	if len(labels) == 0 {
-		f = f.Add("label", LabelKind)
+		f = f.Add("label", backend.LabelKind)
 	}
 	res, err := b.api.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {

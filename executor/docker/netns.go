@@ -14,10 +14,6 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 )
 
-// KindNetwork labels the container whose network namespace (loopback
-// only) transient sandboxes join on Docker.
-const KindNetwork = "network"
-
 // A network namespace of its own costs Docker a third of a sandbox's start
 // on the development machine: libnetwork's namespace and its prestart hook,
 // which runs the daemon's own binary once more per container. So sandboxes
@@ -119,7 +115,7 @@ func (b *Backend) leaseNetwork(ctx context.Context, helper backend.Spec) (string
 // newHolder starts a holder, leased to the caller.
 func (b *Backend) newHolder(ctx context.Context, spec backend.Spec) (string, error) {
 	h := &b.netns
-	spec.Labels = helperLabels(spec.Labels, KindNetwork)
+	spec.Labels = helperLabels(spec.Labels, backend.KindNetwork)
 	spec.Command = holderCommand
 	spec.Args = nil
 	spec.Env = []string{"PATH=/usr/bin:/bin"}
@@ -166,7 +162,7 @@ func helperLabels(labels map[string]string, kind string) map[string]string {
 	for k, v := range labels {
 		l[k] = v
 	}
-	l[LabelKind] = kind
+	l[backend.LabelKind] = kind
 	delete(l, "python-docker-mcp.session")
 	return l
 }

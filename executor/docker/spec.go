@@ -13,9 +13,6 @@ import (
 )
 
 const (
-	// LabelKind is the label every sandbox of python-docker-mcp carries
-	// (of this version and every earlier one): List(nil) selects on it.
-	LabelKind = "python-docker-mcp.kind"
 	// LabelAnnotations lists, comma-separated, which of the container's
 	// labels are the Spec's Annotations (Docker has labels only), so List
 	// can return both apart.

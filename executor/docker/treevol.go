@@ -18,15 +18,6 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 )
 
-// KindTree labels the volume that holds a copy of the image's
-// interpreter tree (and the container that fills it), as LabelKind.
-const KindTree = "tree"
-
-// KindStdlib labelled the per-server volume that held only the standard
-// library, before the tree volume replaced it; the reaper still removes
-// those that an older server left.
-const KindStdlib = "stdlib"
-
 // Labels of a tree volume: the image it is a copy of and the directory.
 const (
 	LabelImage = "python-docker-mcp.image"
@@ -196,7 +187,7 @@ func (b *Backend) fillTreeOnce(ctx context.Context, spec backend.Spec, imageID, 
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return false, fmt.Errorf("inspect volume %s: %w", name, err)
 	}
-	spec.Labels = helperLabels(spec.Labels, KindTree)
+	spec.Labels = helperLabels(spec.Labels, backend.KindTree)
 	spec.Image = imageID
 	spec.Command = []string{"true"}
 	spec.Args = nil
@@ -205,7 +196,7 @@ func (b *Backend) fillTreeOnce(ctx context.Context, spec backend.Spec, imageID, 
 	cfg, host := ContainerConfig(spec)
 	cfg.AttachStdin, cfg.AttachStdout, cfg.AttachStderr, cfg.OpenStdin, cfg.StdinOnce = false, false, false, false, false
 	host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeVolume, Source: name, Target: dir,
-		VolumeOptions: &mount.VolumeOptions{NoCopy: false, Labels: map[string]string{LabelKind: KindTree, LabelImage: imageID, LabelTree: dir}}})
+		VolumeOptions: &mount.VolumeOptions{NoCopy: false, Labels: map[string]string{backend.LabelKind: backend.KindTree, LabelImage: imageID, LabelTree: dir}}})
 	created, err := b.api.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name + "-fill", Config: cfg, HostConfig: host})
 	switch {
 	case cerrdefs.IsConflict(err):
@@ -257,7 +248,7 @@ func (b *Backend) markTree(ctx context.Context, id, imageID, dir string, existed
 // reapTreeVolumes removes the tree volumes whose image is gone; a volume
 // still mounted stays (Docker refuses), and goes at a later start.
 func (b *Backend) reapTreeVolumes(ctx context.Context) int {
-	list, err := b.api.VolumeList(ctx, client.VolumeListOptions{Filters: make(client.Filters).Add("label", LabelKind+"="+KindTree)})
+	list, err := b.api.VolumeList(ctx, client.VolumeListOptions{Filters: make(client.Filters).Add("label", backend.LabelKind+"="+backend.KindTree)})
 	if err != nil {
 		b.log.Warn("list volumes", "err", err)
 		return 0

@@ -82,7 +82,7 @@ func testBackend(t *testing.T) (*Backend, *client.Client) {
 func helper() backend.Spec {
 	return backend.Spec{
 		Image: image, Command: []string{"true"}, User: "1000:1000", WorkingDir: "/workspace",
-		Labels:          map[string]string{LabelKind: "transient", labelPID: strconv.Itoa(os.Getpid())},
+		Labels:          map[string]string{backend.LabelKind: "transient", labelPID: strconv.Itoa(os.Getpid())},
 		MemoryBytes:     16 << 20,
 		CPUs:            0.1,
 		Pids:            4,
@@ -251,7 +251,7 @@ func TestReapTreeVolumes(t *testing.T) {
 	orphan := "python-docker-mcp-tree-test-" + randomHex(4)
 	t.Cleanup(func() { cli.VolumeRemove(context.Background(), orphan, client.VolumeRemoveOptions{Force: true}) })
 	if _, err := cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: orphan, Labels: map[string]string{
-		LabelKind: KindTree, LabelImage: "sha256:" + randomHex(32), LabelTree: "/usr"}}); err != nil {
+		backend.LabelKind: backend.KindTree, LabelImage: "sha256:" + randomHex(32), LabelTree: "/usr"}}); err != nil {
 		t.Fatal(err)
 	}
 	if n := e.reapTreeVolumes(ctx); n < 1 {

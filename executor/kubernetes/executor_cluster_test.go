@@ -46,7 +46,7 @@ func TestClusterExecutor(t *testing.T) {
 				t.Fatal(err)
 			}
 			closed := false
-			mine := map[string]string{executor.LabelPID: strconv.Itoa(os.Getpid())}
+			mine := map[string]string{backend.LabelPID: strconv.Itoa(os.Getpid())}
 			defer func() {
 				if !closed {
 					e.Close(context.Background())
@@ -149,8 +149,8 @@ func TestClusterReplicas(t *testing.T) {
 	defer release(context.Background())
 	pod := func(instance string) string {
 		spec := pythonSpec(run, "import sys; sys.stdin.read()")
-		spec.Labels[executor.LabelKind] = executor.KindPersistent
-		spec.Labels[executor.LabelInstance] = instance
+		spec.Labels[backend.LabelKind] = backend.KindPersistent
+		spec.Labels[backend.LabelInstance] = instance
 		sb, err := b.Create(ctx, spec)
 		if err != nil {
 			t.Fatal(err)

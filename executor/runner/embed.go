@@ -8,7 +8,7 @@
 // joined in the order pdm_runner/ORDER lists them into one source: the
 // sandbox runs it as one code object in one namespace, as the audit hook,
 // the worker's clearing of the runner's globals and the executor's cache
-// of the compiled code (runnerCodes) expect. See README.md.
+// of the compiled code (protocol.Codes) expect. See README.md.
 package runner
 
 import (

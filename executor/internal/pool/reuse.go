@@ -1,8 +1,7 @@
-package executor
+package pool
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -13,7 +12,7 @@ import (
 	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 )
 
-// warm keeps the transient sandboxes that served a principal's calls for
+// Reuse keeps the transient sandboxes that served a principal's calls for
 // that principal's next calls (pool.reuse: principal). Each call still
 // runs in a fresh process: the runner, which has imported the sandbox's
 // modules and never runs user code, forks a new worker for it. Between
@@ -32,15 +31,16 @@ import (
 // serving a call, or being reset); all principals' idle ones together at
 // most pool.reuse_max_idle, the least recently used removed first. Safe
 // for concurrent use.
-type warm struct {
-	e *Executor
+type Reuse[S Sandbox] struct {
+	h       Host[S]
+	startup time.Duration // a creation's bound: how long a call waits for one of its principal's being created
 
 	mu      sync.Mutex
-	idle    []*kept        // all principals', least recently used first
+	idle    []*Kept[S]     // all principals', least recently used first
 	owned   map[string]int // kept sandboxes per principal: idle, serving, resetting or being created
 	pending map[string]int // of those, places reserved for sandboxes being created
 	resets  map[string]int // resets under way per principal
-	waiters map[string][]*keptWaiter
+	waiters map[string][]*keptWaiter[S]
 	gen     int // flush's count: a kept sandbox of an older one is not reused
 
 	hits    atomic.Int64 // calls served by a kept sandbox
@@ -50,23 +50,23 @@ type warm struct {
 	evicted atomic.Int64 // idle ones removed to stay within reuse_max_idle or max_per_principal
 }
 
-// kept is one sandbox kept for its principal.
-type kept struct {
-	sb      *sandbox
+// Kept is one sandbox kept for its principal.
+type Kept[S Sandbox] struct {
+	sb      S
 	owner   string
-	class   string // limitsClass of its limits
+	class   string // the class of its limits (Take's class)
 	modules []string
 	born    time.Time
 	calls   int
 	used    time.Time
-	gen     int // warm.gen when it was adopted
+	gen     int // Reuse.gen when it was adopted
 }
 
 // keptWaiter is a call waiting for one of its principal's sandboxes.
-type keptWaiter struct {
+type keptWaiter[S Sandbox] struct {
 	class string
 	need  []string
-	ch    chan *kept // buffered: gets at most one
+	ch    chan *Kept[S] // buffered: gets at most one
 }
 
 // resetDeadline bounds a reset; an idle runner's takes a few milliseconds.
@@ -84,30 +84,20 @@ const resetWait = 100 * time.Millisecond
 // a long call.
 const busyWait = time.Second
 
-func newWarm(e *Executor) *warm {
-	return &warm{e: e, owned: map[string]int{}, pending: map[string]int{}, resets: map[string]int{}, waiters: map[string][]*keptWaiter{}}
+// NewReuse makes the kept sandboxes' keeper; startup bounds a sandbox's
+// creation.
+func NewReuse[S Sandbox](h Host[S], startup time.Duration) *Reuse[S] {
+	return &Reuse[S]{h: h, startup: startup, owned: map[string]int{}, pending: map[string]int{}, resets: map[string]int{}, waiters: map[string][]*keptWaiter[S]{}}
 }
 
-// limitsClass keys sandboxes that can serve each other's calls: the
-// container's limits and runtime (the timeout is per call).
-func limitsClass(lim Limits) string {
-	return fmt.Sprintf("%d/%g/%d/%s", lim.Memory, lim.CPUs, lim.Pids, lim.Runtime)
-}
-
-// reuses says whether a transient call of req, in a sandbox with no
-// package volume, may run in a kept sandbox and leave its own to be kept.
-func (e *Executor) reuses(req Request, pkgs string) bool {
-	return e.warm != nil && e.warm.on() && req.Reuse != config.ReuseNever && pkgs == ""
-}
-
-// on says the configuration keeps sandboxes (pool.enabled, pool.reuse:
+// On says the configuration keeps sandboxes (pool.enabled, pool.reuse:
 // principal).
-func (w *warm) on() bool {
-	p := w.e.config().Pool
+func (w *Reuse[S]) On() bool {
+	p := w.h.Config()
 	return p.Enabled && p.Reuse == config.ReusePrincipal
 }
 
-// take hands out an idle sandbox of owner's that fits a call of class
+// Take hands out an idle sandbox of owner's that fits a call of class
 // importing need (the one with fewest other modules, most recently used
 // first). With none idle:
 //   - when one of owner's is being reset, it waits for that one (at most
@@ -120,12 +110,12 @@ func (w *warm) on() bool {
 //     for the fresh sandbox the call starts (reserved true: the caller
 //     calls adopt, or unreserve if it starts none);
 //   - at the cap it waits for one of owner's to come back: up to busyWait
-//     when all serve calls, up to startupTimeout while some are still
+//     when all serve calls, up to the startup bound while some are still
 //     being created (a fresh sandbox would only slow them down); not at
 //     all when all of owner's are idle and none fits.
 //
 // nil: run in a fresh sandbox. pooled may be nil (no pool).
-func (w *warm) take(ctx context.Context, owner, class string, need []string, pooled func() bool) (k *kept, reserved bool) {
+func (w *Reuse[S]) Take(ctx context.Context, owner, class string, need []string, pooled func() bool) (k *Kept[S], reserved bool) {
 	triedReset := false
 	var until time.Time // the end of the wait at the cap, once begun
 	for {
@@ -135,7 +125,7 @@ func (w *warm) take(ctx context.Context, owner, class string, need []string, poo
 			w.hits.Add(1)
 			return k, false
 		}
-		below := w.owned[owner] < w.e.config().Pool.MaxPerPrincipal
+		below := w.owned[owner] < w.h.Config().MaxPerPrincipal
 		// pooled takes the pool's lock under w.mu (the pool never takes
 		// w.mu), and only when the answer matters.
 		if w.resets[owner] > 0 && !triedReset && !(below && pooled != nil && pooled()) {
@@ -163,7 +153,7 @@ func (w *warm) take(ctx context.Context, owner, class string, need []string, poo
 		if until.IsZero() {
 			d := busyWait
 			if w.pending[owner] > 0 {
-				d = startupTimeout
+				d = w.startup
 			}
 			until = time.Now().Add(d)
 		}
@@ -188,8 +178,8 @@ func (w *warm) take(ctx context.Context, owner, class string, need []string, poo
 // enqueue adds a waiting call of owner's; called with w.mu held, in the
 // same hold as the look for an idle sandbox that found none, so that no
 // sandbox offered in between is missed.
-func (w *warm) enqueue(owner, class string, need []string) *keptWaiter {
-	kw := &keptWaiter{class: class, need: need, ch: make(chan *kept, 1)}
+func (w *Reuse[S]) enqueue(owner, class string, need []string) *keptWaiter[S] {
+	kw := &keptWaiter[S]{class: class, need: need, ch: make(chan *Kept[S], 1)}
 	w.waiters[owner] = append(w.waiters[owner], kw)
 	return kw
 }
@@ -197,7 +187,7 @@ func (w *warm) enqueue(owner, class string, need []string) *keptWaiter {
 // wait waits up to d for one of owner's sandboxes to come back from a
 // reset (offer hands it over: k), or for one of owner's places to be
 // given up (freed), or gives up (neither). kw is enqueued.
-func (w *warm) wait(ctx context.Context, owner string, kw *keptWaiter, d time.Duration) (k *kept, freed bool) {
+func (w *Reuse[S]) wait(ctx context.Context, owner string, kw *keptWaiter[S], d time.Duration) (k *Kept[S], freed bool) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -218,7 +208,7 @@ func (w *warm) wait(ctx context.Context, owner string, kw *keptWaiter, d time.Du
 }
 
 // got is what a waiter received: a sandbox, or nil for a freed place.
-func (w *warm) got(k *kept) (*kept, bool) {
+func (w *Reuse[S]) got(k *Kept[S]) (*Kept[S], bool) {
 	if k == nil {
 		return nil, true
 	}
@@ -227,15 +217,15 @@ func (w *warm) got(k *kept) (*kept, bool) {
 }
 
 // dropWaiter removes kw from owner's waiters. Called with w.mu held.
-func (w *warm) dropWaiter(owner string, kw *keptWaiter) {
-	w.waiters[owner] = slices.DeleteFunc(w.waiters[owner], func(x *keptWaiter) bool { return x == kw })
+func (w *Reuse[S]) dropWaiter(owner string, kw *keptWaiter[S]) {
+	w.waiters[owner] = slices.DeleteFunc(w.waiters[owner], func(x *keptWaiter[S]) bool { return x == kw })
 	if len(w.waiters[owner]) == 0 {
 		delete(w.waiters, owner)
 	}
 }
 
 // idleOf counts owner's idle kept sandboxes. Called with w.mu held.
-func (w *warm) idleOf(owner string) int {
+func (w *Reuse[S]) idleOf(owner string) int {
 	n := 0
 	for _, k := range w.idle {
 		if k.owner == owner {
@@ -245,9 +235,9 @@ func (w *warm) idleOf(owner string) int {
 	return n
 }
 
-// unreserve gives back a place take reserved for a sandbox that was not
+// Unreserve gives back a place take reserved for a sandbox that was not
 // started.
-func (w *warm) unreserve(owner string) {
+func (w *Reuse[S]) Unreserve(owner string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.unpend(owner)
@@ -256,7 +246,7 @@ func (w *warm) unreserve(owner string) {
 
 // unpend ends a reservation of owner's: the place is kept (adopt) or
 // given up (unreserve). Called with w.mu held.
-func (w *warm) unpend(owner string) {
+func (w *Reuse[S]) unpend(owner string) {
 	if w.pending[owner]--; w.pending[owner] <= 0 {
 		delete(w.pending, owner)
 	}
@@ -264,7 +254,7 @@ func (w *warm) unpend(owner string) {
 
 // release ends one of owner's places and tells owner's first waiting
 // call, which may take it. Called with w.mu held.
-func (w *warm) release(owner string) {
+func (w *Reuse[S]) release(owner string) {
 	w.owned[owner]--
 	if w.owned[owner] <= 0 {
 		delete(w.owned, owner)
@@ -278,7 +268,7 @@ func (w *warm) release(owner string) {
 
 // pop removes and returns owner's best idle sandbox for class and need,
 // or nil. Called with w.mu held.
-func (w *warm) pop(owner, class string, need []string) *kept {
+func (w *Reuse[S]) pop(owner, class string, need []string) *Kept[S] {
 	now := time.Now()
 	best, bestExtra := -1, 0
 	for i := 0; i < len(w.idle); i++ {
@@ -319,31 +309,31 @@ func coversAll(modules, need []string) bool {
 }
 
 // usable says a kept sandbox may serve another call.
-func (w *warm) usable(k *kept, now time.Time) bool {
-	p := w.e.config().Pool
-	return k.gen == w.gen && k.sb.alive() && k.calls < p.ReuseMaxCalls && now.Sub(k.born) < p.ReuseMaxAge.D()
+func (w *Reuse[S]) usable(k *Kept[S], now time.Time) bool {
+	p := w.h.Config()
+	return k.gen == w.gen && k.sb.Alive() && k.calls < p.ReuseMaxCalls && now.Sub(k.born) < p.ReuseMaxAge.D()
 }
 
 // drop removes a kept sandbox for good, counting it in c. Called with
 // w.mu held; the removal runs in the background (Close removes what it
 // has not reached).
-func (w *warm) drop(k *kept, c *atomic.Int64) {
+func (w *Reuse[S]) drop(k *Kept[S], c *atomic.Int64) {
 	c.Add(1)
 	w.release(k.owner)
-	go w.e.finish(k.sb) // not under w.mu: it writes to the sandbox's stdin
+	go w.h.Finish(k.sb) // not under w.mu: it writes to the sandbox's stdin
 }
 
-// adopt makes sb, a fresh sandbox that served a call of owner, one of
+// Adopt makes sb, a fresh sandbox that served a call of owner, one of
 // owner's kept sandboxes: in the place take reserved, or else (the call
 // waited for one of owner's in vain) in the place of owner's least
 // recently used idle one; nil when there is none: sb is not kept.
-func (w *warm) adopt(sb *sandbox, owner, class string, reserved bool) *kept {
+func (w *Reuse[S]) Adopt(sb S, owner, class string, reserved bool) *Kept[S] {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if reserved {
 		w.unpend(owner)
 	} else {
-		i := slices.IndexFunc(w.idle, func(k *kept) bool { return k.owner == owner })
+		i := slices.IndexFunc(w.idle, func(k *Kept[S]) bool { return k.owner == owner })
 		if i < 0 {
 			return nil
 		}
@@ -353,25 +343,20 @@ func (w *warm) adopt(sb *sandbox, owner, class string, reserved bool) *kept {
 		w.owned[owner]++
 	}
 	now := time.Now()
-	return &kept{sb: sb, owner: owner, class: class, modules: sb.preloaded, born: now, used: now, gen: w.gen}
+	return &Kept[S]{sb: sb, owner: owner, class: class, modules: sb.Preloaded(), born: now, used: now, gen: w.gen}
 }
 
-// giveBack ends a call that ran in k: the sandbox is retired when the
-// call's outcome says so (res nil: no valid reply) or its life is spent,
+// GiveBack ends a call that ran in k: the sandbox is retired when the
+// call's outcome says so (retire: no valid reply, or a timeout, OOM or
+// kill) or its life is spent,
 // and otherwise reset in the background and offered again: to a waiting
 // call of its owner, or to the idle list.
-func (w *warm) giveBack(k *kept, res *Result, arm *guard) {
+func (w *Reuse[S]) GiveBack(k *Kept[S], retire bool, arm *protocol.Guard) {
 	k.calls++
 	k.used = time.Now()
-	retire := res == nil || k.sb.dead.Load()
-	if res != nil {
-		switch res.Status {
-		case "timeout", "oom", "killed":
-			retire = true
-		}
-	}
+	retire = retire || k.sb.Dead()
 	w.mu.Lock()
-	if retire || !w.usable(k, k.used) || !w.e.bgAdd() {
+	if retire || !w.usable(k, k.used) || !w.h.Begin() {
 		w.drop(k, &w.retired)
 		w.mu.Unlock()
 		return
@@ -379,7 +364,7 @@ func (w *warm) giveBack(k *kept, res *Result, arm *guard) {
 	w.resets[k.owner]++
 	w.mu.Unlock()
 	go func() {
-		defer w.e.bg.Done()
+		defer w.h.End()
 		ok := w.reset(k, arm)
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -396,17 +381,17 @@ func (w *warm) giveBack(k *kept, res *Result, arm *guard) {
 }
 
 // reset asks k's runner to reset the sandbox; false when it could not.
-func (w *warm) reset(k *kept, arm *guard) bool {
-	resp, fail, err := w.e.roundTrip(context.Background(), k.sb, &protocol.Reset{Arm: arm}, resetDeadline, false, preloadReplyLimit)
+func (w *Reuse[S]) reset(k *Kept[S], arm *protocol.Guard) bool {
+	resp, fail, err := w.h.Ask(context.Background(), k.sb, &protocol.Reset{Arm: arm}, resetDeadline)
 	switch {
 	case err != nil:
-		w.e.log.Debug("reuse: reset failed", "sandbox", k.sb.id, "error", err)
+		w.h.Log().Debug("reuse: reset failed", "sandbox", k.sb.ID(), "error", err)
 		return false
 	case fail != nil:
-		w.e.log.Debug("reuse: reset failed", "sandbox", k.sb.id, "reason", fail.reason)
+		w.h.Log().Debug("reuse: reset failed", "sandbox", k.sb.ID(), "reason", fail.Reason)
 		return false
 	case resp.Status != "ok":
-		w.e.log.Info("reuse: a sandbox could not be reset and was removed", "sandbox", k.sb.id, "reason", resp.Reason)
+		w.h.Log().Info("reuse: a sandbox could not be reset and was removed", "sandbox", k.sb.ID(), "reason", resp.Reason)
 		return false
 	}
 	return true
@@ -416,8 +401,8 @@ func (w *warm) reset(k *kept, arm *guard) bool {
 // fits, or puts it at the idle list's most recently used end (removing
 // the least recently used idle one past reuse_max_idle). Called with
 // w.mu held.
-func (w *warm) offer(k *kept) {
-	if !w.on() || !w.usable(k, time.Now()) || w.e.closing() {
+func (w *Reuse[S]) offer(k *Kept[S]) {
+	if !w.On() || !w.usable(k, time.Now()) || w.h.Closing() {
 		w.drop(k, &w.retired) // reuse turned off, or settings reloaded, while it was reset
 		return
 	}
@@ -429,21 +414,21 @@ func (w *warm) offer(k *kept) {
 		}
 	}
 	w.idle = append(w.idle, k)
-	for len(w.idle) > w.e.config().Pool.ReuseMaxIdle {
+	for len(w.idle) > w.h.Config().ReuseMaxIdle {
 		old := w.idle[0]
 		w.idle = w.idle[1:]
 		w.drop(old, &w.evicted)
 	}
 }
 
-// expire removes idle sandboxes past their age (the executor's reaper
+// Expire removes idle sandboxes past their age (the executor's reaper
 // calls it), and all idle ones when reuse is off.
-func (w *warm) expire() {
+func (w *Reuse[S]) Expire() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
-	off := !w.on()
-	w.idle = slices.DeleteFunc(w.idle, func(k *kept) bool {
+	off := !w.On()
+	w.idle = slices.DeleteFunc(w.idle, func(k *Kept[S]) bool {
 		if off || !w.usable(k, now) {
 			w.drop(k, &w.retired)
 			return true
@@ -452,9 +437,9 @@ func (w *warm) expire() {
 	})
 }
 
-// flush removes every idle kept sandbox and keeps those serving calls
+// Flush removes every idle kept sandbox and keeps those serving calls
 // from being reused (a reload changed the settings they were made with).
-func (w *warm) flush() {
+func (w *Reuse[S]) Flush() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.gen++
@@ -464,7 +449,7 @@ func (w *warm) flush() {
 	w.idle = nil
 }
 
-// ReuseStats count what the kept sandboxes did (see warm).
+// ReuseStats count what the kept sandboxes did (see Reuse).
 type ReuseStats struct {
 	// Idle are the kept sandboxes waiting for a call of their principal.
 	Idle int
@@ -482,10 +467,28 @@ type ReuseStats struct {
 	Evicted int64
 }
 
-func (w *warm) stats() ReuseStats {
+// Stats are the kept sandboxes' counters.
+func (w *Reuse[S]) Stats() ReuseStats {
 	w.mu.Lock()
 	idle := len(w.idle)
 	w.mu.Unlock()
 	return ReuseStats{Idle: idle, Hits: w.hits.Load(), Resets: w.resetOK.Load(), ResetFailures: w.failed.Load(),
 		Retired: w.retired.Load(), Evicted: w.evicted.Load()}
+}
+
+// Sandbox is the kept sandbox.
+func (k *Kept[S]) Sandbox() S { return k.sb }
+
+// Resetting counts owner's kept sandboxes being reset; Waiting owner's
+// calls waiting for one.
+func (w *Reuse[S]) Resetting(owner string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.resets[owner]
+}
+
+func (w *Reuse[S]) Waiting(owner string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.waiters[owner])
 }

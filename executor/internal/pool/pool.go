@@ -1,4 +1,10 @@
-package executor
+// Package pool holds the executor's warm sandboxes: Pool keeps
+// pre-started ones, each for one call; Reuse keeps those that served a
+// principal's transient calls for that principal's next calls. Both hold
+// the executor's sandboxes (S) and ask the executor (Host) to make, ask
+// and remove them: the pools decide which sandbox serves a call, the host
+// what a sandbox is.
+package pool
 
 import (
 	"context"
@@ -11,11 +17,12 @@ import (
 	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/poolplan"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 )
 
-// pool keeps pre-started sandboxes: the runner waiting, a preload class's
+// Pool keeps pre-started sandboxes: the runner waiting, a preload class's
 // modules imported and one empty run done. Each serves exactly one call and
 // is then destroyed.
 //
@@ -64,10 +71,11 @@ import (
 // that principal's calls only, so no call sees what another principal
 // imports. The bare class and the operator's pool.preload class are
 // shared. The pool never holds more than maxSize idle sandboxes.
-type pool struct {
-	e       *Executor
-	kind    string // KindTransient, or KindPersistent: each sandbox labelled with a fresh session id
-	lim     Limits
+type Pool[S Sandbox] struct {
+	h       Host[S]
+	kind    string // the sandboxes' kind (Options.Kind)
+	limits  string // the class of the pooled sandboxes' limits (Options.Limits)
+	startup time.Duration
 	size    int // the floor
 	maxSize int
 	maxAge  time.Duration
@@ -80,15 +88,15 @@ type pool struct {
 	guard  atomic.Pointer[guard] // the capabilities and module rules of the pool's latest call
 
 	mu         sync.Mutex
-	idle       []pooled
+	idle       []pooled[S]
 	demand     poolplan.Demand
 	unloadable map[string]bool          // modules whose preload failed: left out of classes
-	waiters    []*waiter                // calls that missed, racing a cold start against refills
+	waiters    []*waiter[S]             // calls that missed, racing a cold start against refills
 	inflight   map[*refill]bool         // the creations under way
 	took       map[string]time.Duration // a refill's time by class, cold ("\x00cold") included: moving averages
 	drained    time.Time                // when a call last found the pool empty or left it empty
 	lastErr    string                   // the last creation error, logged once
-	heldBy     *sandbox                 // the latest call that left the pool stocked, until it answers
+	heldBy     S                        // the latest call that left the pool stocked, until it answers
 	holdTill   time.Time                // and at the latest until then
 	hold       time.Duration            // refillHold; tests shorten or lengthen it
 	kick       chan struct{}
@@ -98,15 +106,15 @@ type pool struct {
 // back refills: a long call does not keep the pool below its target.
 const refillHold = 50 * time.Millisecond
 
-type pooled struct {
-	sb      *sandbox
+type pooled[S Sandbox] struct {
+	sb      S
 	born    time.Time
 	modules []string // its class's modules, imported
 	owner   string   // the principal whose imports chose modules; "" shared
 }
 
 // class is the pooled sandbox's class key, its owner included.
-func (it pooled) class() string { return poolplan.Owned(it.owner, poolplan.Key(it.modules)) }
+func (it pooled[S]) class() string { return poolplan.Owned(it.owner, poolplan.Key(it.modules)) }
 
 // pingDeadline bounds a pooled sandbox's answer to the ping it gets before
 // it is handed out; an idle runner answers in well under a millisecond.
@@ -116,8 +124,8 @@ const pingDeadline = 2 * time.Second
 // start's or a refill's (of a class it may have), whichever comes first.
 // done is closed once it has left the pool's waiters (served, or its call
 // gave up).
-type waiter struct {
-	ch    chan started
+type waiter[S Sandbox] struct {
+	ch    chan started[S]
 	done  chan struct{}
 	owner string // the call's principal
 }
@@ -132,24 +140,41 @@ type refill struct {
 const coldClass = "\x00cold"
 
 // started is what a waiter gets: a sandbox (it.sb) with its class, or err.
-type started struct {
-	it  pooled
+type started[S Sandbox] struct {
+	it  pooled[S]
 	err error
 }
 
-func newPool(e *Executor, cfg config.Pool, kind string, size int) *pool {
-	lim, err := resolveLimits(e.config().Docker, Limits{})
-	if err != nil || !cfg.Enabled || size <= 0 {
+// Options say what a pool holds.
+type Options struct {
+	// Kind is the sandboxes' kind, handed to Host.Create and named in
+	// logs.
+	Kind string
+	// Learn: classes and size follow demand (the transient pool); else
+	// the pool holds size sandboxes of pool.preload's class.
+	Learn bool
+	// Limits keys the pooled sandboxes' limits: a call of other limits
+	// (Fits) is never served from the pool.
+	Limits string
+	// Startup bounds a creation, the runner's warm-up run included.
+	Startup time.Duration
+}
+
+// New makes a pool of size sandboxes (the floor) for cfg, or nil when
+// pooling is off or size is 0. Run keeps it filled.
+func New[S Sandbox](h Host[S], cfg config.Pool, o Options, size int) *Pool[S] {
+	if !cfg.Enabled || size <= 0 {
 		return nil
 	}
 	n := cfg.MaxConcurrentCreations
 	if n <= 0 {
 		n = 1
 	}
-	p := &pool{
-		e:          e,
-		kind:       kind,
-		lim:        lim,
+	p := &Pool[S]{
+		h:          h,
+		kind:       o.Kind,
+		limits:     o.Limits,
+		startup:    o.Startup,
 		size:       size,
 		maxSize:    size,
 		maxAge:     cfg.MaxAge.D(),
@@ -161,7 +186,7 @@ func newPool(e *Executor, cfg config.Pool, kind string, size int) *pool {
 		hold:       refillHold,
 		kick:       make(chan struct{}, 1),
 	}
-	if kind == KindTransient {
+	if o.Learn {
 		p.learn = true
 		p.maxSize = max(size, cfg.MaxSize)
 	}
@@ -169,10 +194,10 @@ func newPool(e *Executor, cfg config.Pool, kind string, size int) *pool {
 	return p
 }
 
-// resize sets the floor (pool.size) and the transient pool's cap
+// Resize sets the floor (pool.size) and the transient pool's cap
 // (pool.max_size) on a reload: refills start at once, sandboxes beyond the
 // new target are trimmed as those demand left are.
-func (p *pool) resize(size, maxSize int) {
+func (p *Pool[S]) Resize(size, maxSize int) {
 	p.mu.Lock()
 	p.size, p.maxSize = size, size
 	if p.learn {
@@ -180,20 +205,21 @@ func (p *pool) resize(size, maxSize int) {
 	}
 	p.demand.Floor, p.demand.Max = p.size, p.maxSize
 	p.mu.Unlock()
-	p.signal()
+	p.Signal()
 }
 
-// fits says whether a pooled sandbox has exactly the resource limits and
-// the runtime asked for (the timeout is per call): a call of another
-// runtime than the pool's (docker.runtime) never gets a pooled sandbox.
-func (p *pool) fits(lim Limits) bool {
-	return p != nil && lim.Memory == p.lim.Memory && lim.CPUs == p.lim.CPUs && lim.Pids == p.lim.Pids && lim.Runtime == p.lim.Runtime
+// Fits says whether a pooled sandbox has exactly the resource limits and
+// the runtime of limits, a class like Options.Limits (the timeout is per
+// call): a call of another runtime than the pool's (docker.runtime) never
+// gets a pooled sandbox.
+func (p *Pool[S]) Fits(limits string) bool {
+	return p != nil && limits == p.limits
 }
 
 // classOf is the class a call of owner importing need would be best
 // served by: need without the modules that cannot be preloaded, owned by
 // owner unless it is the bare class or the operator's pool.preload.
-func (p *pool) classOf(need []string, owner string) string {
+func (p *Pool[S]) classOf(need []string, owner string) string {
 	var m []string
 	for _, x := range need {
 		if !p.unloadable[x] {
@@ -208,7 +234,7 @@ func (p *pool) classOf(need []string, owner string) string {
 }
 
 // plan is the number of sandboxes of each class the pool wants now.
-func (p *pool) plan(now time.Time) map[string]int {
+func (p *Pool[S]) plan(now time.Time) map[string]int {
 	if !p.learn {
 		return map[string]int{poolplan.Key(p.preload): p.size}
 	}
@@ -223,46 +249,46 @@ func (p *pool) plan(now time.Time) map[string]int {
 }
 
 // usable says an idle sandbox can still serve a call.
-func (p *pool) usable(it pooled, now time.Time) bool {
-	return it.sb.alive() && (p.maxAge <= 0 || now.Sub(it.born) < p.maxAge)
+func (p *Pool[S]) usable(it pooled[S], now time.Time) bool {
+	return it.sb.Alive() && (p.maxAge <= 0 || now.Sub(it.born) < p.maxAge)
 }
 
-// take hands out the live pooled sandbox that fits a call of owner
+// Take hands out the live pooled sandbox that fits a call of owner
 // importing need (preloadable modules) best, or nil; never one preloaded
 // from another principal's imports. Every call is counted as demand. The
 // sandbox has answered a ping first: one that did not is retired and the
 // next tried.
-func (p *pool) take(lim Limits, need []string, owner string) *sandbox {
+func (p *Pool[S]) Take(limits string, need []string, owner string) (sb S, ok bool) {
 	if p == nil {
-		return nil
+		return sb, false
 	}
-	if !p.fits(lim) {
+	if !p.Fits(limits) {
 		p.misses.Add(1)
-		return nil // a miss: other limits than the pool's
+		return sb, false // a miss: other limits than the pool's
 	}
 	p.mu.Lock()
 	p.demand.Record(time.Now(), p.classOf(need, owner))
 	p.mu.Unlock()
 	for {
-		sb := p.pop(need, owner)
-		p.signal() // the pool may want more now
-		if sb == nil {
+		sb, ok := p.pop(need, owner)
+		p.Signal() // the pool may want more now
+		if !ok {
 			p.misses.Add(1)
-			return nil // a miss: nothing warm
+			return sb, false // a miss: nothing warm
 		}
 		if p.ping(sb) {
 			p.hits.Add(1) // a hit
-			return sb
+			return sb, true
 		}
-		p.answered(sb) // retired: its hold ends, the pool refills
+		p.Answered(sb) // retired: its hold ends, the pool refills
 	}
 }
 
-// ready says whether an idle sandbox for a call of owner with lim that
+// Ready says whether an idle sandbox for a call of owner with limits that
 // has need imported waits in the pool now (take may still miss it: another
 // call can take it first).
-func (p *pool) ready(lim Limits, need []string, owner string) bool {
-	if p == nil || !p.fits(lim) {
+func (p *Pool[S]) Ready(limits string, need []string, owner string) bool {
+	if p == nil || !p.Fits(limits) {
 		return false
 	}
 	p.mu.Lock()
@@ -272,10 +298,10 @@ func (p *pool) ready(lim Limits, need []string, owner string) bool {
 }
 
 // pop removes the usable idle sandbox that fits a call of owner importing
-// need best from the pool and returns it, or nil; unusable ones met on the
+// need best from the pool and returns it, or false; unusable ones met on the
 // way are destroyed. A call that leaves the pool stocked holds back
 // refills (see refillHold).
-func (p *pool) pop(need []string, owner string) *sandbox {
+func (p *Pool[S]) pop(need []string, owner string) (sb S, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := time.Now()
@@ -283,54 +309,56 @@ func (p *pool) pop(need []string, owner string) *sandbox {
 		i := pick(p.idle, need, owner)
 		if i < 0 {
 			p.drained = now
-			return nil
+			return sb, false
 		}
 		it := p.idle[i]
 		p.idle = slices.Delete(p.idle, i, i+1)
 		if !p.usable(it, now) {
-			go p.e.destroy(it.sb)
+			go p.h.Destroy(it.sb)
 			continue
 		}
 		if len(p.idle) == 0 {
+			var none S
 			p.drained = now
-			p.heldBy, p.holdTill = nil, time.Time{}
+			p.heldBy, p.holdTill = none, time.Time{}
 		} else {
 			p.heldBy, p.holdTill = it.sb, now.Add(p.hold)
-			time.AfterFunc(p.hold, p.signal)
+			time.AfterFunc(p.hold, p.Signal)
 		}
-		return it.sb
+		return it.sb, true
 	}
 }
 
 // ping says whether a sandbox nobody else holds answers a ping within
 // pingDeadline; if not, it is removed (a frozen or hung sandbox would
 // otherwise spend the call's time limit and be blamed on the code).
-func (p *pool) ping(sb *sandbox) bool {
-	_, fail, err := p.e.roundTrip(context.Background(), sb, &protocol.Ping{}, pingDeadline, false, preloadReplyLimit)
+func (p *Pool[S]) ping(sb S) bool {
+	_, fail, err := p.h.Ask(context.Background(), sb, &protocol.Ping{}, pingDeadline)
 	if err == nil && fail == nil {
 		return true
 	}
 	reason := fmt.Sprintf("no answer within %s", pingDeadline)
-	if fail != nil && fail.status != "timeout" {
-		reason = fail.reason
+	if fail != nil && fail.Status != "timeout" {
+		reason = fail.Reason
 	}
-	p.e.log.Warn("pool: a pooled sandbox did not answer a ping; removed", "kind", p.kind, "container", sb.id, "reason", reason)
-	p.e.destroy(sb)
+	p.h.Log().Warn("pool: a pooled sandbox did not answer a ping; removed", "kind", p.kind, "container", sb.ID(), "reason", reason)
+	p.h.Destroy(sb)
 	return false
 }
 
-// coldStart serves a call the pool missed (limits fit, nothing warm) that
+// ColdStart serves a call the pool missed (limits fit, nothing warm) that
 // imports need (preloadable modules): it starts a sandbox for the call with
 // start (at once, or after holdCold for a call needing no preloaded module)
 // and takes it or the pool's next refill, whichever is ready first; the
 // other joins the pool.
 // start must make a sandbox fit for the pool (no owner, the pool's
 // limits). The start runs on even if ctx ends (its sandbox joins the pool).
-func (p *pool) coldStart(ctx context.Context, need []string, owner string, start func(context.Context) (*sandbox, error)) (*sandbox, error) {
-	if !p.e.bgAdd() {
-		return nil, ErrClosed
+func (p *Pool[S]) ColdStart(ctx context.Context, need []string, owner string, start func(context.Context) (S, error)) (S, error) {
+	if !p.h.Begin() {
+		var none S
+		return none, ErrClosed
 	}
-	w := &waiter{ch: make(chan started, 1), done: make(chan struct{}), owner: owner}
+	w := &waiter[S]{ch: make(chan started[S], 1), done: make(chan struct{}), owner: owner}
 	p.mu.Lock()
 	p.waiters = append(p.waiters, w)
 	var hold time.Duration
@@ -339,7 +367,7 @@ func (p *pool) coldStart(ctx context.Context, need []string, owner string, start
 	}
 	p.mu.Unlock()
 	go func() {
-		defer p.e.bg.Done()
+		defer p.h.End()
 		if hold > 0 {
 			t := time.NewTimer(hold)
 			select {
@@ -347,11 +375,11 @@ func (p *pool) coldStart(ctx context.Context, need []string, owner string, start
 				t.Stop()
 				return // a refill served the call, or the call gave up
 			case <-t.C: // the refill is late: start cold after all
-			case <-p.e.stop:
+			case <-p.h.Stopping():
 				t.Stop() // closing: the start fails at once and tells the call
 			}
 		}
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startupTimeout)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.startup)
 		t0 := time.Now()
 		sb, err := start(sctx)
 		p.mu.Lock()
@@ -360,7 +388,7 @@ func (p *pool) coldStart(ctx context.Context, need []string, owner string, start
 		}
 		won := p.dropWaiter(w)
 		if won {
-			w.ch <- started{pooled{sb: sb, born: time.Now()}, err} // the cold start won
+			w.ch <- started[S]{pooled[S]{sb: sb, born: time.Now()}, err} // the cold start won
 		}
 		p.mu.Unlock()
 		if !won && err == nil {
@@ -387,13 +415,14 @@ func (p *pool) coldStart(ctx context.Context, need []string, owner string, start
 			}
 		}
 		p.mu.Unlock()
-		return nil, ctx.Err()
+		var none S
+		return none, ctx.Err()
 	}
 }
 
 // dropWaiter removes w from the waiters; false if it was served already.
 // p.mu is held.
-func (p *pool) dropWaiter(w *waiter) bool {
+func (p *Pool[S]) dropWaiter(w *waiter[S]) bool {
 	i := slices.Index(p.waiters, w)
 	if i < 0 {
 		return false
@@ -411,7 +440,7 @@ func (p *pool) dropWaiter(w *waiter) bool {
 // (a refill of a class not measured yet counts as never; one of another
 // principal's class is never handed to this call).
 // p.mu is held.
-func (p *pool) holdCold(k int, now time.Time, owner string) time.Duration {
+func (p *Pool[S]) holdCold(k int, now time.Time, owner string) time.Duration {
 	cold, ok := p.took[coldClass]
 	if !ok {
 		// No cold start measured yet: a bare refill is a cold start plus
@@ -439,7 +468,7 @@ func (p *pool) holdCold(k int, now time.Time, owner string) time.Duration {
 
 // learnTook folds one creation's time into class's moving average. p.mu
 // is held.
-func (p *pool) learnTook(class string, d time.Duration) {
+func (p *Pool[S]) learnTook(class string, d time.Duration) {
 	if old, ok := p.took[class]; ok {
 		d = time.Duration(0.7*float64(old) + 0.3*float64(d))
 	}
@@ -450,18 +479,18 @@ func (p *pool) learnTook(class string, d time.Duration) {
 // (its class is shared or the call's principal's), or keeps it; a pool
 // that holds maxSize idle sandboxes already removes it instead (refills
 // and cold starts that lost their race can land together). p.mu is held.
-func (p *pool) deliver(it pooled) {
+func (p *Pool[S]) deliver(it pooled[S]) {
 	for i, w := range p.waiters {
 		if it.owner != "" && it.owner != w.owner {
 			continue
 		}
 		p.waiters = slices.Delete(p.waiters, i, i+1)
-		w.ch <- started{it: it}
+		w.ch <- started[S]{it: it}
 		close(w.done)
 		return
 	}
 	if len(p.idle) >= p.maxSize {
-		go p.e.destroy(it.sb)
+		go p.h.Destroy(it.sb)
 		return
 	}
 	p.idle = append(p.idle, it)
@@ -469,12 +498,12 @@ func (p *pool) deliver(it pooled) {
 
 // donate keeps an unused cold-started sandbox as a bare one, unless the
 // pool is full. p.mu is held.
-func (p *pool) donate(sb *sandbox) {
-	p.deliver(pooled{sb: sb, born: time.Now()})
+func (p *Pool[S]) donate(sb S) {
+	p.deliver(pooled[S]{sb: sb, born: time.Now()})
 }
 
-// idleCount is the number of sandboxes waiting in the pool.
-func (p *pool) idleCount() int {
+// IdleCount is the number of sandboxes waiting in the pool.
+func (p *Pool[S]) IdleCount() int {
 	if p == nil {
 		return 0
 	}
@@ -484,7 +513,7 @@ func (p *pool) idleCount() int {
 }
 
 // idleByClass counts waiting sandboxes by class. p.mu is held.
-func (p *pool) idleByClass() map[string]int {
+func (p *Pool[S]) idleByClass() map[string]int {
 	n := map[string]int{}
 	for _, it := range p.idle {
 		n[it.class()]++
@@ -492,25 +521,28 @@ func (p *pool) idleByClass() map[string]int {
 	return n
 }
 
-// answered ends the refill hold of the call that took sb, if it holds one.
-func (p *pool) answered(sb *sandbox) {
+// Answered ends the refill hold of the call that took sb, if it holds one.
+func (p *Pool[S]) Answered(sb S) {
 	if p == nil {
 		return
 	}
 	p.mu.Lock()
 	if p.heldBy == sb {
-		p.heldBy, p.holdTill = nil, time.Time{}
+		var none S
+		p.heldBy, p.holdTill = none, time.Time{}
 	}
 	p.mu.Unlock()
-	p.signal()
+	p.Signal()
 }
 
 // held reports whether refills wait for a call to answer. p.mu is held.
-func (p *pool) held(now time.Time) bool {
-	return p.heldBy != nil && now.Before(p.holdTill) && len(p.idle) > 0
+func (p *Pool[S]) held(now time.Time) bool {
+	var none S
+	return p.heldBy != none && now.Before(p.holdTill) && len(p.idle) > 0
 }
 
-func (p *pool) signal() {
+// Signal wakes the pool's upkeep: its demand or its calls changed.
+func (p *Pool[S]) Signal() {
 	if p == nil {
 		return
 	}
@@ -520,14 +552,14 @@ func (p *pool) signal() {
 	}
 }
 
-// run keeps the pool at its target until the executor stops.
-func (p *pool) run(stop <-chan struct{}) {
+// Run keeps the pool at its target until stop is closed.
+func (p *Pool[S]) Run(stop <-chan struct{}) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
 		p.prune()
-		if p.fill(stop) && p.kind == KindTransient && len(p.slots) == 0 {
-			p.e.topUpNetworks() // quiet: holders for the next burst
+		if p.fill(stop) && p.learn && len(p.slots) == 0 {
+			p.h.Quiet() // quiet: the host may prepare for the next burst
 		}
 		select {
 		case <-stop:
@@ -540,13 +572,13 @@ func (p *pool) run(stop <-chan struct{}) {
 
 // prune drops dead and stale sandboxes, and those beyond their class's
 // target that have waited poolplan.TrimAfter (demand went away), newest kept.
-func (p *pool) prune() {
+func (p *Pool[S]) prune() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := time.Now()
 	plan := p.plan(now)
 	kept := map[string]int{}
-	keep := make([]pooled, 0, len(p.idle))
+	keep := make([]pooled[S], 0, len(p.idle))
 	for i := len(p.idle) - 1; i >= 0; i-- {
 		it := p.idle[i]
 		c := it.class()
@@ -555,7 +587,7 @@ func (p *pool) prune() {
 			keep = append(keep, it)
 			kept[c]++
 		} else {
-			go p.e.destroy(it.sb)
+			go p.h.Destroy(it.sb)
 		}
 	}
 	slices.Reverse(keep)
@@ -564,7 +596,7 @@ func (p *pool) prune() {
 
 // fill starts refills while the pool is below its target and a creation
 // slot is free; done says the pool wants nothing more.
-func (p *pool) fill(stop <-chan struct{}) (done bool) {
+func (p *Pool[S]) fill(stop <-chan struct{}) (done bool) {
 	for {
 		p.mu.Lock()
 		_, want := p.next()
@@ -593,9 +625,15 @@ func (p *pool) fill(stop <-chan struct{}) (done bool) {
 		r := &refill{class: class, began: time.Now()}
 		p.inflight[r] = true
 		p.mu.Unlock()
-		p.e.bg.Add(1)
+		if !p.h.Begin() {
+			p.mu.Lock()
+			delete(p.inflight, r)
+			p.mu.Unlock()
+			<-p.slots
+			return false // closing
+		}
 		go func() {
-			defer p.e.bg.Done()
+			defer p.h.End()
 			modules := poolplan.Modules(class)
 			sb, err := p.create(modules)
 			p.mu.Lock()
@@ -603,7 +641,7 @@ func (p *pool) fill(stop <-chan struct{}) (done bool) {
 			if err == nil {
 				p.demand.Created(time.Since(r.began))
 				p.learnTook(poolplan.Unowned(class), time.Since(r.began)) // as long whoever owns it
-				p.deliver(pooled{sb: sb, born: time.Now(), modules: modules, owner: poolplan.Owner(class)})
+				p.deliver(pooled[S]{sb: sb, born: time.Now(), modules: modules, owner: poolplan.Owner(class)})
 				p.lastErr = ""
 			}
 			p.mu.Unlock()
@@ -617,8 +655,8 @@ func (p *pool) fill(stop <-chan struct{}) (done bool) {
 					p.mu.Unlock()
 					// A missing image is the server's to report; the pool
 					// just retries.
-					if !repeat && !errors.Is(err, ErrImageMissing) {
-						p.e.log.Warn("pool: start sandbox (retrying every 5 s)", "kind", p.kind, "err", err)
+					if !repeat && !errors.Is(err, backend.ErrImageMissing) {
+						p.h.Log().Warn("pool: start sandbox (retrying every 5 s)", "kind", p.kind, "err", err)
 					}
 					// Back off, holding the slot, so a missing image or a
 					// gone daemon does not spin.
@@ -629,7 +667,7 @@ func (p *pool) fill(stop <-chan struct{}) (done bool) {
 				}
 			}
 			<-p.slots
-			p.signal()
+			p.Signal()
 		}()
 	}
 }
@@ -640,7 +678,7 @@ func (p *pool) fill(stop <-chan struct{}) (done bool) {
 // its target (demand moved on), which would otherwise wait poolplan.TrimAfter
 // while serving nobody else. A shared sandbox beyond its target is kept
 // that long instead: any call can use it. p.mu is held.
-func (p *pool) room(class string) bool {
+func (p *Pool[S]) room(class string) bool {
 	if len(p.idle)+len(p.inflight) < p.maxSize {
 		return true
 	}
@@ -649,7 +687,7 @@ func (p *pool) room(class string) bool {
 	for i, it := range p.idle {
 		if c := it.class(); c != class && it.owner != "" && have[c] > plan[c] {
 			p.idle = slices.Delete(p.idle, i, i+1)
-			go p.e.destroy(it.sb)
+			go p.h.Destroy(it.sb)
 			return true
 		}
 	}
@@ -664,23 +702,23 @@ type guard = protocol.Guard
 // spare worker and, when the pool has seen a call, have it install that
 // call's guard ahead of the next one (a call whose guard differs gets a
 // fresh worker, as before).
-func (p *pool) preloadFrame(modules []string) *protocol.Preload {
+func (p *Pool[S]) preloadFrame(modules []string) *protocol.Preload {
 	return &protocol.Preload{Modules: orEmpty(modules), Arm: p.guard.Load()}
 }
 
 // warm does the runner's warm-up run (a preload of nothing) in a sandbox
 // nobody else holds; false (and the sandbox destroyed) if it failed.
-func (p *pool) warm(ctx context.Context, sb *sandbox) bool {
-	_, fail, err := p.e.roundTrip(ctx, sb, p.preloadFrame(nil), startupTimeout, false, preloadReplyLimit)
+func (p *Pool[S]) warm(ctx context.Context, sb S) bool {
+	_, fail, err := p.h.Ask(ctx, sb, p.preloadFrame(nil), p.startup)
 	if err != nil || fail != nil {
-		p.e.destroy(sb)
+		p.h.Destroy(sb)
 		return false
 	}
 	return true
 }
 
 // next is the class the next refill makes, if any. p.mu is held.
-func (p *pool) next() (string, bool) {
+func (p *Pool[S]) next() (string, bool) {
 	now := time.Now()
 	plan := p.plan(now)
 	var urgent []string
@@ -714,42 +752,19 @@ func (p *pool) next() (string, bool) {
 
 // create starts one sandbox, imports modules in it and does one empty run
 // (the runner's preload op), so its one call pays neither.
-func (p *pool) create(modules []string) (*sandbox, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
+func (p *Pool[S]) create(modules []string) (S, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.startup)
 	defer cancel()
-	meta := sandboxMeta{Kind: p.kind}
-	if p.kind == KindPersistent {
-		meta.Session = randomHex(16) // the id of the session that will take it
-		meta.Packages = sessionVolume(meta.Session)
-	}
-	sb, err := p.e.start(ctx, meta, p.lim)
+	sb, failed, err := p.h.Create(ctx, p.kind, func() *protocol.Preload { return p.preloadFrame(modules) })
 	if err != nil {
-		return nil, err
+		return sb, err
 	}
-	frame := p.preloadFrame(modules)
-	ask := p.kind == KindTransient && p.e.runner.ask()
-	if ask {
-		frame.RunnerCode = true
-	}
-	resp, fail, err := p.e.roundTrip(ctx, sb, frame, startupTimeout, false, preloadReplyLimit)
-	if ask && err == nil && fail == nil {
-		if !p.e.runner.keep(resp.RunnerCode) {
-			p.e.log.Debug("pool: the sandbox did not give the runner's compiled code")
-		}
-		p.e.makeTree(resp.Stdlib)
-	}
-	switch {
-	case err != nil:
-		p.e.destroy(sb)
-		return nil, err
-	case fail != nil:
-		return nil, &poolError{fail.reason}
-	case len(resp.Failed) > 0:
+	if len(failed) > 0 {
 		// Learned classes guess that `from M import n` names a submodule;
 		// a wrong guess is only remembered. The operator's list is warned of.
 		var configured []string
 		p.mu.Lock()
-		for _, f := range resp.Failed {
+		for _, f := range failed {
 			name, _, _ := strings.Cut(f, ":")
 			if !p.unloadable[name] && slices.Contains(p.preload, name) {
 				configured = append(configured, f)
@@ -758,10 +773,9 @@ func (p *pool) create(modules []string) (*sandbox, error) {
 		}
 		p.mu.Unlock()
 		if len(configured) > 0 {
-			p.e.log.Warn("pool: preload failed", "modules", configured)
+			p.h.Log().Warn("pool: preload failed", "modules", configured)
 		}
 	}
-	sb.preloaded = modules
 	return sb, nil
 }
 
@@ -772,16 +786,12 @@ func orEmpty(s []string) []string {
 	return s
 }
 
-type poolError struct{ msg string }
-
-func (e *poolError) Error() string { return "preload: " + e.msg }
-
 // pick returns the index in idle of the sandbox that serves a call of
 // owner needing need at the least cost: fewest needed modules it has not
 // imported (the call would import them itself), then fewest modules the
 // call does not need (the cheapest to replace), then the oldest. Sandboxes
 // of another principal's class are never picked. -1 when none is left.
-func pick(idle []pooled, need []string, owner string) int {
+func pick[S Sandbox](idle []pooled[S], need []string, owner string) int {
 	best, bestMiss, bestExtra := -1, 0, 0
 	for i, it := range idle {
 		if it.owner != "" && it.owner != owner {

@@ -1,0 +1,126 @@
+package pool
+
+import (
+	"testing"
+	"time"
+)
+
+// tsb is a sandbox as the pools see it, for tests of their logic.
+type tsb struct {
+	id      string
+	dead    bool
+	modules []string
+}
+
+func (s *tsb) ID() string          { return s.id }
+func (s *tsb) Alive() bool         { return !s.dead }
+func (s *tsb) Dead() bool          { return s.dead }
+func (s *tsb) Preloaded() []string { return s.modules }
+
+func TestPickRoutesToTheCheapestFit(t *testing.T) {
+	bare := pooled[*tsb]{}
+	sciSB := pooled[*tsb]{modules: []string{"matplotlib.pyplot", "numpy", "pandas"}}
+	np := pooled[*tsb]{modules: []string{"numpy"}}
+	for _, tc := range []struct {
+		name string
+		idle []pooled[*tsb]
+		need []string
+		want int
+	}{
+		{"print(1) takes the bare one", []pooled[*tsb]{sciSB, bare}, nil, 1},
+		{"print(1) takes what there is", []pooled[*tsb]{sciSB}, nil, 0},
+		{"pandas takes the scientific one", []pooled[*tsb]{bare, sciSB}, []string{"pandas"}, 1},
+		{"pyplot via its package", []pooled[*tsb]{bare, sciSB}, []string{"matplotlib"}, 1},
+		{"numpy takes the smallest class with numpy", []pooled[*tsb]{sciSB, np, bare}, []string{"numpy"}, 1},
+		{"the most coverage wins over a smaller class", []pooled[*tsb]{np, sciSB}, []string{"numpy", "pandas"}, 1},
+		{"an unknown module: the cheapest", []pooled[*tsb]{sciSB, bare}, []string{"sympy"}, 1},
+		{"oldest first among equals", []pooled[*tsb]{bare, bare}, nil, 0},
+		{"empty", nil, nil, -1},
+	} {
+		if got := pick(tc.idle, tc.need, ""); got != tc.want {
+			t.Errorf("%s: pick = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	// A class learned from a principal's imports serves that principal only.
+	alices := pooled[*tsb]{modules: []string{"sympy"}, owner: "alice"}
+	for _, tc := range []struct {
+		name  string
+		idle  []pooled[*tsb]
+		need  []string
+		owner string
+		want  int
+	}{
+		{"alice's class for alice", []pooled[*tsb]{bare, alices}, []string{"sympy"}, "alice", 1},
+		{"not for bob, though he needs it", []pooled[*tsb]{bare, alices}, []string{"sympy"}, "bob", 0},
+		{"not for bob when nothing else is left", []pooled[*tsb]{alices}, nil, "bob", -1},
+		{"nor for a call without a principal", []pooled[*tsb]{alices}, nil, "", -1},
+		{"shared classes for everyone", []pooled[*tsb]{alices, sciSB}, []string{"pandas"}, "bob", 1},
+	} {
+		if got := pick(tc.idle, tc.need, tc.owner); got != tc.want {
+			t.Errorf("%s: pick = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// holdCold: the k-th waiting call holds its cold start only for a refill
+// expected sooner than a cold start, and then by that refill's remaining
+// time plus a quarter of a cold start.
+func TestHoldCold(t *testing.T) {
+	now := time.Now()
+	p := &Pool[*tsb]{took: map[string]time.Duration{}, inflight: map[*refill]bool{}}
+	p.inflight[&refill{class: "", began: now.Add(-300 * time.Millisecond)}] = true
+	p.inflight[&refill{class: "numpy", began: now.Add(-100 * time.Millisecond)}] = true
+	if got := p.holdCold(0, now, ""); got != 0 {
+		t.Errorf("nothing measured: hold %s, want 0", got)
+	}
+	p.took[""] = 400 * time.Millisecond
+	if got := p.holdCold(1, now, ""); got != 0 {
+		t.Errorf("waiter 1: the second refill's class is not measured: hold %s, want 0", got)
+	}
+	p.took["numpy"] = 2 * time.Second
+	// No cold start measured: a bare refill's time stands in (400 ms).
+	if got, want := p.holdCold(0, now, ""), 100*time.Millisecond+100*time.Millisecond; got != want {
+		t.Errorf("waiter 0: hold %s, want %s (the bare refill's 100 ms left + 400/4 ms)", got, want)
+	}
+	p.took[coldClass] = 200 * time.Millisecond
+	if got, want := p.holdCold(0, now, ""), 100*time.Millisecond+50*time.Millisecond; got != want {
+		t.Errorf("waiter 0: hold %s, want %s", got, want)
+	}
+	if got := p.holdCold(1, now, ""); got != 0 {
+		t.Errorf("waiter 1: the numpy refill has 1.9 s left, a cold start takes 200 ms: hold %s, want 0", got)
+	}
+	if got := p.holdCold(2, now, ""); got != 0 {
+		t.Errorf("waiter 2: no third refill under way: hold %s, want 0", got)
+	}
+	p.took[coldClass] = 90 * time.Millisecond
+	if got := p.holdCold(0, now, ""); got != 0 {
+		t.Errorf("a cold start (90 ms) beats the refill (100 ms left): hold %s, want 0", got)
+	}
+}
+
+// A sandbox preloaded from a principal's imports goes only to that
+// principal's waiting calls; others wait for their own.
+func TestPoolDeliversToItsOwner(t *testing.T) {
+	p := &Pool[*tsb]{maxSize: 4}
+	bob := &waiter[*tsb]{ch: make(chan started[*tsb], 1), done: make(chan struct{}), owner: "bob"}
+	alice := &waiter[*tsb]{ch: make(chan started[*tsb], 1), done: make(chan struct{}), owner: "alice"}
+	p.waiters = []*waiter[*tsb]{bob, alice}
+	sb := &tsb{}
+	p.deliver(pooled[*tsb]{sb: sb, modules: []string{"sympy"}, owner: "alice"})
+	select {
+	case r := <-alice.ch:
+		if r.it.sb != sb {
+			t.Error("alice got another sandbox")
+		}
+	default:
+		t.Fatal("alice's sandbox was not handed to her waiting call")
+	}
+	if len(p.waiters) != 1 || p.waiters[0] != bob || len(bob.ch) != 0 {
+		t.Errorf("bob's call was served alice's sandbox, or left the waiters")
+	}
+	shared := &tsb{}
+	p.deliver(pooled[*tsb]{sb: shared})
+	if r := <-bob.ch; r.it.sb != shared {
+		t.Error("bob did not get the shared sandbox")
+	}
+}
