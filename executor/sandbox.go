@@ -469,7 +469,7 @@ func (e *Executor) retryRemovals() {
 }
 
 // runnerResponse is the runner's answer to one request. It comes from
-// inside the sandbox: decodeReply and capResult check it before use.
+// inside the sandbox: decodeReply and clip.Caps.Reply check it before use.
 type runnerResponse = protocol.Reply
 
 // outcome of one round trip when the runner did not answer.
