@@ -74,7 +74,8 @@ test-kubernetes:
 
 # The same with gVisor on that node (RUNSC=1: runsc and its containerd shim
 # built once from the gvisor.dev/gvisor Go module, .ci/k8s/gvisor.sh) and
-# every sandbox Pod under the RuntimeClass gvisor.
+# every sandbox Pod under the RuntimeClass gvisor. Not part of `test`: on a
+# fresh machine the gVisor build alone took 5 min (executor/kubernetes/README.md).
 test-kubernetes-gvisor:
 	RUNSC=1 GO=$(GO) .ci/k8s/test.sh
 
