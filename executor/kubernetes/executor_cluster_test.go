@@ -94,8 +94,8 @@ func TestClusterExecutor(t *testing.T) {
 			if pool {
 				return // sessions and OOM are the same with or without a pool
 			}
-			// Under gVisor the Sentry may kill the worker itself (SIGKILL)
-			// and the runner reports that, not the memory limit (README,
+			// Under gVisor an OOM may kill only the worker (SIGKILL), and
+			// the runner reports that, not the memory limit (README,
 			// "gVisor on the node").
 			res = run(executor.Request{Code: "chunks = []\nwhile True:\n    chunks.append(bytearray(50 << 20))"})
 			if gv := underGVisor(t, b); res.Status != "oom" && (!gv || res.Status != "killed" || res.Error == nil || !strings.Contains(res.Error.Message, "signal 9")) {
