@@ -1,6 +1,7 @@
 #!/bin/bash
 # Stops what up.sh started: kubelet, kube-apiserver, etcd, the Pods' containers
-# and shims, the private containerd; unmounts what they mounted under
+# and shims (runc's and gVisor's, with gVisor's sandbox and gofer processes),
+# the private containerd; unmounts what they mounted under
 # $PDM_K8S_DIR and removes their cgroups. Only processes whose PIDs up.sh
 # recorded, and shims started for OUR containerd socket, are stopped; Docker and
 # its containers are left alone. The built binaries stay cached.
@@ -29,6 +30,11 @@ stop apiserver; stop etcd; stop containerd
 for d in /proc/[0-9]*; do
   if { tr '\0' ' ' < $d/cmdline; } 2>/dev/null | grep -qF -- "-address $SOCK "; then kill -9 ${d#/proc/} 2>/dev/null; fi
 done
+# gVisor's sandbox and gofer processes (up.sh with RUNSC=1), which outlive a
+# killed shim: their argv names our runsc root
+for d in /proc/[0-9]*; do
+  if { tr '\0' ' ' < $d/cmdline; } 2>/dev/null | grep -qF -- "--root=$K/containerd/runsc/"; then kill -9 ${d#/proc/} 2>/dev/null; fi
+done
 sleep 0.5
 # mounts below $K (rootfs overlays, netns, shm, volumes), deepest first
 for m in $(awk -v k="$K/" 'index($2,k)==1{print $2}' /proc/self/mounts | sort -r); do umount $m 2>/dev/null || umount -l $m; done
@@ -43,6 +49,6 @@ rmdir /usr/libexec/kubernetes/kubelet-plugins/volume/exec /usr/libexec/kubernete
   /usr/libexec/kubernetes/kubelet-plugins /usr/libexec/kubernetes 2>/dev/null
 rm -f $SOCK $SOCK.ttrpc
 if [ "${1:-}" = "--purge" ]; then
-  rm -rf $K/pki $K/etcd $K/containerd/root $K/containerd/state $K/containerd/runc $K/kubelet/root $K/podlogs $K/logs $K/images
+  rm -rf $K/pki $K/etcd $K/containerd/root $K/containerd/state $K/containerd/runc $K/containerd/runsc $K/kubelet/root $K/podlogs $K/logs $K/images
 fi
 echo "k8s down: mounts left under $K: $(awk -v k="$K/" 'index($2,k)==1' /proc/self/mounts | wc -l); cgroup dirs left: $(ls -d /sys/fs/cgroup/*/$CG /sys/fs/cgroup/$CG 2>/dev/null | wc -l)"

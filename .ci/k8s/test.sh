@@ -5,6 +5,9 @@
 # two-replica server test (cmd/python-docker-mcp TestClusterReplicas), and
 # takes the node down again (KEEP=1 leaves it running). Extra arguments go to
 # `go test`, e.g. `.ci/k8s/test.sh -k8s.latency` for the latency figures.
+# RUNSC=1 (make test-kubernetes-gvisor) brings the node up with gVisor
+# registered (up.sh) and runs every sandbox Pod under the RuntimeClass
+# gvisor (PDM_K8S_RUNTIME_CLASS), which TestClusterRuntimeClass checks.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 KC=$(.ci/k8s/up.sh | tail -1)
@@ -14,7 +17,15 @@ export KUBECONFIG=$KC
 "$BIN/kubectl" apply -f examples/kubernetes/namespace.yaml
 "$BIN/kubectl" apply --dry-run=server -f examples/kubernetes/
 export PDM_KUBECONFIG=$KC PDM_K8S_NODE_NAME=localhost PDM_K8S_POD_PIDS=${POD_PIDS:-256}
-${GO:-go} test ./executor/kubernetes -count=1 -v -timeout 20m "$@"
+SKIP=()
+if [ "${RUNSC:-}" = 1 ]; then
+  export PDM_K8S_RUNTIME_CLASS=${PDM_K8S_RUNTIME_CLASS:-gvisor}
+  # The shared suite's Hardening and OOM checks differ under gVisor (no
+  # seccomp profile inside, emptyDirs not tmpfs, OOM exit code 128);
+  # TestClusterRuntimeClass checks there what holds.
+  SKIP=(-skip 'TestClusterSuite/(Hardening|OOM)$')
+fi
+${GO:-go} test ./executor/kubernetes -count=1 -v -timeout 20m "${SKIP[@]}" "$@"
 # Two server processes on the cluster behind a round-robin proxy (skipped
 # when the arguments pick other tests with -run).
 case " $* " in

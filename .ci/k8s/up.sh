@@ -16,6 +16,14 @@
 #   .ci/k8s/down.sh             # --purge also drops etcd data and images
 #
 # Ports on 127.0.0.1: 6443 (API), 2379/2380 (etcd), 10250/10248 (kubelet).
+#
+# RUNSC=1 also registers gVisor with the private containerd: runsc and its
+# shim from .ci/k8s/gvisor.sh (built once, cached), the containerd runtime
+# "runsc" (runsc flags in $PDM_K8S_DIR/containerd/runsc.toml: platform
+# $RUNSC_PLATFORM, default systrap; no network) and the RuntimeClass
+# "gvisor" of examples/kubernetes. Without it the node has runc only. A
+# containerd already running with the other setting is refused: down.sh
+# first.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 K=${PDM_K8S_DIR:-/tmp/pdm-k8s}
@@ -38,6 +46,10 @@ for cmd in containerd ctr runc openssl curl docker; do
 done
 [ "$(id -u)" = 0 ] || { echo "up.sh: run as root (the kubelet and containerd manage cgroups and mounts)" >&2; exit 1; }
 BIN=$("$HERE/build.sh" | tail -1)
+RUNSC=${RUNSC:-}
+RUNSC_PLATFORM=${RUNSC_PLATFORM:-systrap}
+GVBIN= RUNSC_RUNTIME=
+if [ "$RUNSC" = 1 ]; then GVBIN=$("$HERE/gvisor.sh" | tail -1); fi
 mkdir -p $K/{logs,pids,pki,pause,cni/bin,cni/net.d,containerd,kubelet,etcd,podlogs,images}
 
 # ---- pause image: the built binary as a one-layer OCI image tar ----
@@ -115,7 +127,28 @@ chmod +x $K/cni/bin/noop-eth0
 echo '{"cniVersion":"0.4.0","name":"no-network","plugins":[{"type":"noop-eth0"}]}' > $K/cni/net.d/10-none.conflist
 
 # ---- private containerd ----
-cat > $K/containerd/config.toml <<EOF
+if [ -n "$GVBIN" ]; then
+  # The shim's options: which runsc, its state directory, its flags: no
+  # network (a sandbox Pod has only lo anyway). Not oci-seccomp: with it,
+  # runsc applies the Pod's RuntimeDefault profile inside the sandbox, where
+  # clone3 then fails with EPERM rather than the profile's ENOSYS, so glibc
+  # does not fall back to clone and no thread starts ("can't start new
+  # thread"). runsc's default ignores the Pod's profile; the runner's own
+  # filter is installed inside the sandbox either way.
+  cat > $K/containerd/runsc.toml <<EOF
+binary_name = "$GVBIN/runsc"
+root = "$K/containerd/runsc"
+[runsc_config]
+  platform = "$RUNSC_PLATFORM"
+  network = "none"
+EOF
+  RUNSC_RUNTIME="    [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runsc]
+      runtime_type = \"io.containerd.runsc.v1\"
+      [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runsc.options]
+        TypeUrl = \"io.containerd.runsc.v1.options\"
+        ConfigPath = \"$K/containerd/runsc.toml\""
+fi
+cat > $K/containerd/config.toml.new <<EOF
 version = 2
 root = "$K/containerd/root"
 state = "$K/containerd/state"
@@ -144,18 +177,24 @@ state = "$K/containerd/state"
         SystemdCgroup = false
         BinaryName = "$(command -v runc)"
         Root = "$K/containerd/runc"
+$RUNSC_RUNTIME
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "$K/cni/bin"
     conf_dir = "$K/cni/net.d"
 [plugins."io.containerd.internal.v1.opt"]
   path = "$K/containerd/opt"
 EOF
+if [ -f $K/pids/containerd.pid ] && kill -0 "$(cat $K/pids/containerd.pid)" 2>/dev/null && ! cmp -s $K/containerd/config.toml $K/containerd/config.toml.new; then
+  echo "up.sh: the private containerd runs with another configuration (RUNSC=${RUNSC:-unset} now): run .ci/k8s/down.sh first" >&2; exit 1
+fi
+mv $K/containerd/config.toml.new $K/containerd/config.toml
 start() { # name command...: starts it detached unless its recorded PID still runs
   local n=$1; shift
   if [ -f $K/pids/$n.pid ] && kill -0 "$(cat $K/pids/$n.pid)" 2>/dev/null; then return; fi
   setsid nohup "$@" > $K/logs/$n.log 2>&1 < /dev/null & echo $! > $K/pids/$n.pid
 }
-start containerd containerd --config $K/containerd/config.toml
+# containerd finds a runtime's shim (containerd-shim-runsc-v1) on its PATH
+start containerd env PATH=${GVBIN:+$GVBIN:}$PATH containerd --config $K/containerd/config.toml
 for i in $(seq 100); do [ -S $SOCK ] && break; sleep 0.2; done
 [ -S $SOCK ] || { echo "up.sh: containerd did not start, see $K/logs/containerd.log" >&2; exit 1; }
 ts "containerd up"
@@ -248,5 +287,9 @@ done
 for ns in default $NAMESPACES; do
   api -X POST -H 'Content-Type: application/json' https://127.0.0.1:6443/api/v1/namespaces/$ns/serviceaccounts -d '{"metadata":{"name":"default"}}' >/dev/null
 done
+if [ -n "$GVBIN" ]; then
+  "$BIN/kubectl" --kubeconfig $P/admin.kubeconfig apply -f "$HERE/../../examples/kubernetes/runtimeclass.yaml" >/dev/null
+  ts "RuntimeClass gvisor (handler runsc, $GVBIN/runsc, platform $RUNSC_PLATFORM)"
+fi
 ts "up; binaries in $BIN (kubectl too)"
 echo "$P/admin.kubeconfig"

@@ -36,7 +36,8 @@ import (
 // the replica that started both sessions is killed (SIGKILL) in the
 // middle of a call into one of them: the client's retry of that call
 // with its idempotency key is answered outcome_unknown and not run again,
-// and both sessions go on on the other replica with their state.
+// and both sessions go on on the other replica with their state. Sandbox
+// Pods run under PDM_K8S_RUNTIME_CLASS when it is set.
 func TestClusterReplicas(t *testing.T) {
 	kc := os.Getenv("PDM_KUBECONFIG")
 	if kc == "" {
@@ -53,6 +54,7 @@ kubernetes:
   kubeconfig: %q
   namespace: %s
   node_name: %q
+  runtime_class: %q
   start_timeout: 3m
 docker:
   image: python-docker-mcp-sandbox:latest
@@ -63,7 +65,7 @@ pool:
   preload: []
 server:
   session_key_file: %q
-`, kc, ns, os.Getenv("PDM_K8S_NODE_NAME"), keyPath)
+`, kc, ns, os.Getenv("PDM_K8S_NODE_NAME"), os.Getenv("PDM_K8S_RUNTIME_CLASS"), keyPath)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

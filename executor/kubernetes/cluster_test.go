@@ -11,6 +11,9 @@ package kubernetes
 //	                       like .ci/k8s's: "localhost")
 //	PDM_K8S_IMAGE          image with python3 and /bin/sh (default python-docker-mcp-sandbox:latest)
 //	PDM_K8S_POD_PIDS       the node's podPidsLimit, if it has one (.ci/k8s: 256)
+//	PDM_K8S_RUNTIME_CLASS  runtimeClassName of every sandbox Pod (Config.RuntimeClass;
+//	                       .ci/k8s with RUNSC=1: gvisor); TestClusterRuntimeClass
+//	                       then checks that the Pods really run under it
 
 import (
 	"context"
@@ -56,7 +59,7 @@ func newCluster(t *testing.T, attach string) *Backend {
 	if ns == "" {
 		ns = "python-docker-mcp-test"
 	}
-	b, err := New(Config{Kubeconfig: kc, Namespace: ns, NodeName: os.Getenv("PDM_K8S_NODE_NAME"), StartTimeout: 3 * time.Minute, Attach: attach})
+	b, err := New(Config{Kubeconfig: kc, Namespace: ns, NodeName: os.Getenv("PDM_K8S_NODE_NAME"), RuntimeClass: os.Getenv("PDM_K8S_RUNTIME_CLASS"), StartTimeout: 3 * time.Minute, Attach: attach})
 	if err != nil {
 		t.Fatalf("PDM_KUBECONFIG=%s: %v", kc, err)
 	}
@@ -132,6 +135,103 @@ func TestClusterHardening(t *testing.T) {
 	}
 }
 
+// underGVisor says whether the sandbox Pods of b run under gVisor: a
+// RuntimeClass (PDM_K8S_RUNTIME_CLASS) whose handler is runsc.
+func underGVisor(t *testing.T, b *Backend) bool {
+	t.Helper()
+	if b.cfg.RuntimeClass == "" {
+		return false
+	}
+	rc, err := b.client.NodeV1().RuntimeClasses().Get(context.Background(), b.cfg.RuntimeClass, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("RuntimeClass %s: %v", b.cfg.RuntimeClass, err)
+	}
+	return rc.Handler == "runsc"
+}
+
+// TestClusterRuntimeClass: with PDM_K8S_RUNTIME_CLASS set, every sandbox
+// Pod names that RuntimeClass, and it is no label only: a Pod's kernel is
+// not the node's when the class's handler is gVisor's runsc (its Sentry
+// reports its own release), and is the node's otherwise. So a node that
+// ran the Pods under runc anyway fails here, not silently. Under gVisor it
+// also holds what of the shared suite's Hardening and OOM checks holds
+// there (the suite's own are skipped by .ci/k8s/test.sh with RUNSC=1; the
+// rest differ, see the README).
+func TestClusterRuntimeClass(t *testing.T) {
+	class := os.Getenv("PDM_K8S_RUNTIME_CLASS")
+	if class == "" {
+		t.Skip("PDM_K8S_RUNTIME_CLASS not set: sandbox Pods run under the node's default runtime")
+	}
+	b, run := clusterBackend(t, "")
+	ctx := context.Background()
+	rc, err := b.client.NodeV1().RuntimeClasses().Get(ctx, class, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("RuntimeClass %s: %v", class, err)
+	}
+	sb, err := b.Create(ctx, pythonSpec(run, "import os; print(os.uname().release, flush=True)"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	go io.Copy(io.Discard, sb.Stderr)
+	release := strings.TrimSpace(backendtest.Next(t, backendtest.Lines(sb.Stdout), "uname"))
+	pod, err := b.client.CoreV1().Pods(b.cfg.Namespace).Get(ctx, sb.ID, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.Spec.RuntimeClassName == nil || *pod.Spec.RuntimeClassName != class {
+		t.Fatalf("Pod %s runtimeClassName %v, want %s", pod.Name, pod.Spec.RuntimeClassName, class)
+	}
+	node, err := b.client.CoreV1().Nodes().Get(ctx, pod.Spec.NodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("node %q of Pod %s: %v", pod.Spec.NodeName, pod.Name, err)
+	}
+	host := node.Status.NodeInfo.KernelVersion
+	t.Logf("RuntimeClass %s (handler %s): the Pod's kernel release %q, the node's %q", class, rc.Handler, release, host)
+	gvisor := rc.Handler == "runsc"
+	if gvisor == (release == host) {
+		t.Errorf("handler %s, yet the Pod's kernel release %q vs the node's %q: want them to differ exactly under runsc", rc.Handler, release, host)
+	}
+	if !gvisor {
+		return
+	}
+	got, line := backendtest.RunProbe(t, b, pythonSpec(run, backendtest.HardeningProbe))
+	for _, c := range []struct {
+		name string
+		ok   bool
+	}{
+		{"runs as 1000:1000", got.UID == 1000 && got.GID == 1000 && got.EUID == 1000},
+		{"working dir /workspace", got.Cwd == "/workspace"},
+		{"no effective capabilities", got.CapEff == "0000000000000000"},
+		{"no new privileges", got.NoNewPrivs == "1"},
+		{"read-only root", !got.RootWritable},
+		{"writable /tmp and workspace", got.TmpWritable && got.WorkspaceWritable},
+		{"memory limit 128 MiB", got.MemLimit == 128<<20},
+		{"no network interface but lo", slices.Equal(got.Net, []string{"lo"})},
+	} {
+		if !c.ok {
+			t.Errorf("%s: probe says %s", c.name, line)
+		}
+	}
+	t.Logf("differs under gVisor: seccomp %q (the Pod's RuntimeDefault profile is not applied inside the sandbox), /tmp %v and /workspace %v (the emptyDirs through the gofer)", got.Seccomp, got.TmpFS, got.WorkspaceFS)
+	spec := pythonSpec(run, "x = b'a' * (512 << 20)\nprint('survived', flush=True)")
+	spec.MemoryBytes = 64 << 20
+	sb2, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb2.Close()
+	go io.Copy(io.Discard, sb2.Stderr)
+	if out, _ := backendtest.ReadAll(t, sb2.Stdout, "stdout of the program killed for memory"); strings.Contains(string(out), "survived") {
+		t.Fatalf("allocating 512 MiB under a 64 MiB limit survived: %q", out)
+	}
+	st := backendtest.WaitState(t, b, sb2.ID, func(s backend.State) bool { return s.Exited })
+	if !st.OOMKilled {
+		t.Errorf("State() = %+v, want OOMKilled", st)
+	}
+	t.Logf("OOM under gVisor: State() = %+v (exit code %d; 137 under runc)", st, st.ExitCode)
+}
+
 func image() string {
 	if s := os.Getenv("PDM_K8S_IMAGE"); s != "" {
 		return s
@@ -196,6 +296,12 @@ func TestClusterPids(t *testing.T) {
 		t.Skip("PDM_K8S_POD_PIDS (the node's podPidsLimit) not set")
 	}
 	b, run := clusterBackend(t, "")
+	if underGVisor(t, b) {
+		// A sandbox's threads and processes are the Sentry's, not the
+		// host's: the Pod's pids cgroup counts only gVisor's own few
+		// (measured: 1024 threads started under podPidsLimit 256).
+		t.Skip("known gap: the node's podPidsLimit does not cap a gVisor sandbox's processes (README, \"gVisor on the node\")")
+	}
 	sb, err := b.Create(context.Background(), pythonSpec(run, `import sys, threading
 sys.stdin.readline()
 ev, n = threading.Event(), 0

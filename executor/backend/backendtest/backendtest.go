@@ -315,13 +315,19 @@ def mem_limit():
             pass
 def fs(path):
     return [l.split()[2] for l in open("/proc/mounts") if l.split()[1] == path]
+def net():
+    try:
+        return sorted(os.listdir("/sys/class/net"))
+    except FileNotFoundError:  # gVisor's sysfs has no class/net
+        import socket
+        return sorted(n for _, n in socket.if_nameindex())
 sys.stdin.readline()
 print(json.dumps({
     "uid": os.getuid(), "gid": os.getgid(), "euid": os.geteuid(),
     "cwd": os.getcwd(),
     "cap_eff": status("CapEff"), "no_new_privs": status("NoNewPrivs"), "seccomp": status("Seccomp"),
     "root_writable": writable("/"), "tmp_writable": writable("/tmp"), "workspace_writable": writable("/workspace"),
-    "net": sorted(os.listdir("/sys/class/net")),
+    "net": net(),
     "sa_token": os.path.exists("/var/run/secrets/kubernetes.io/serviceaccount/token"),
     "service_env": sorted(k for k in os.environ if k.endswith("_SERVICE_HOST") and not k.startswith("KUBERNETES_")),
     "mem_limit": mem_limit(),
