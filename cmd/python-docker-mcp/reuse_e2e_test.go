@@ -205,15 +205,21 @@ func TestReuseLeavesNothing(t *testing.T) {
 // draw their own random and numpy.random streams, though both generators
 // were seeded once, in the runner that forks every call's process (the
 // pool preloads them; the test checks they were).
+//
+// The calls import exactly pool.preload's class (numpy.random, which
+// imports random), so every pooled sandbox has both and the pool learns
+// no other class for them: a class of numpy alone (what `import numpy`
+// makes) would lack both, since numpy 2 imports numpy.random lazily, and a
+// kept sandbox of it would show nothing.
 func TestReuseFreshRandomStreams(t *testing.T) {
 	dockertest.RequireImage(t, config.Default().Docker.Image)
-	c := stdioClient(t, "", append([]string{"--set", "pool.preload=numpy.random,random"}, reuseArgs...))
+	c := stdioClient(t, "", append([]string{"--set", "pool.preload=numpy.random"}, reuseArgs...))
 	call := func(code string) *sdk.CallToolResult {
 		return c.call(t, "execute-transient", map[string]any{"code": code})
 	}
-	const code = "import sys\npreloaded = ('numpy.random' in sys.modules, 'random' in sys.modules)\nimport random, numpy\nprint(random.random(), numpy.random.random(), random.getrandbits(64), preloaded)"
+	const code = "import sys\npreloaded = ('numpy.random' in sys.modules, 'random' in sys.modules)\nimport random, numpy.random\nprint(random.random(), numpy.random.random(), random.getrandbits(64), preloaded)"
 	for i := 0; i < 3; i++ {
-		inSandbox(t, call, code) // the pool learns the principal's numpy class
+		inSandbox(t, call, code) // a pooled sandbox is kept for the principal
 	}
 	// Six calls in preloaded sandboxes, out of at most twelve: under a
 	// heavy load a call may take a cold sandbox the pool could not preload
