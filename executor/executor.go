@@ -855,20 +855,27 @@ func (e *Executor) run(ctx context.Context, sb *sandbox, req Request, lim Limits
 	return res, nil
 }
 
-// explainOOM makes an oom result's error message name the memory limit
-// the sandbox had (memory bytes, 0 for none) and how it is raised; what
-// the runner or the backend said stays after it.
+// explainOOM names the sandbox's memory limit (memory bytes, 0: none) in a
+// result's error: as the cause of an oom, and how to raise it; as the likely
+// cause of a SIGKILL the runner did not send (its own kills read otherwise):
+// an OOM kill the runtime did not count (gVisor's on Kubernetes may not).
 func explainOOM(res *Result, memory int64) {
-	if res.Status != "oom" {
-		return
+	limit := "the sandbox's memory limit is " + sizeText(memory) + " (docker.memory_limit in the server's config; only an operator can raise it, e.g. docker.memory_limit: 1g)"
+	if memory <= 0 {
+		limit = "the sandbox has no memory limit of its own (docker.memory_limit is 0), so the host's memory ran out"
 	}
-	if res.Error == nil {
+	switch {
+	case res.Status == "killed" && res.Error != nil && strings.Contains(res.Error.Message, "(signal 9)"):
+		res.Error.Message += "; the runner did not send that SIGKILL: most often it is an out-of-memory kill the sandbox's runtime did not count, so the code likely ran out of memory: " + limit + "; else the code itself or something outside the sandbox sent it"
+		return
+	case res.Status != "oom":
+		return
+	case res.Error == nil:
 		res.Error = &RunError{Type: "OutOfMemory"}
 	}
-	msg := "the code ran out of memory: the sandbox's memory limit is " + sizeText(memory) +
-		" (docker.memory_limit in the server's config; only an operator can raise it, e.g. docker.memory_limit: 1g). Use less memory: work in chunks, free large objects, or use smaller dtypes"
-	if memory <= 0 {
-		msg = "the code ran out of memory: the sandbox has no memory limit of its own (docker.memory_limit is 0), so the host's memory ran out"
+	msg := "the code ran out of memory: " + limit
+	if memory > 0 {
+		msg += ". Use less memory: work in chunks, free large objects, or use smaller dtypes"
 	}
 	if d := strings.TrimSpace(res.Error.Message); d != "" {
 		msg += " (" + d + ")"
