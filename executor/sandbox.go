@@ -122,7 +122,7 @@ func (e *Executor) startWithin(ctx context.Context, meta sandboxMeta, lim Limits
 	defer cancel()
 	sb, err := e.start(sctx, meta, lim)
 	if err != nil && ctx.Err() == nil && sctx.Err() != nil {
-		return nil, fmt.Errorf("start sandbox: the sandbox was not ready within %s (the call's timeout %s plus a start allowance of %s); the Docker daemon may be busy, try again: %w",
+		return nil, fmt.Errorf("start sandbox: the sandbox was not ready within %s (the call's timeout %s plus a start allowance of %s); the backend (Docker daemon or cluster) may be busy or have no room for it, try again: %w",
 			budget, runTimeout, StartAllowance, err)
 	}
 	return sb, err
