@@ -410,7 +410,7 @@ func Default() Config {
 			RuntimeClasses:  []string{},
 			ImagePullPolicy: "IfNotPresent",
 			StartTimeout:    Duration(2 * time.Minute),
-			CPURequest:      0.25,
+			CPURequest:      0.1,
 		},
 		Docker: Docker{
 			Image:           "python-docker-mcp-sandbox:latest",

@@ -306,12 +306,12 @@ kubernetes:
   node_selector: ["kubernetes.io/os=linux", "pool=sandbox"]
   image_pull_policy: Never
   start_timeout: 30s
-  cpu_request: 0.1
+  cpu_request: 0.3
 `)
 	c := mustLoad(t, Options{File: good}).Config
 	k := c.Kubernetes
 	if c.Backend != "kubernetes" || k.Kubeconfig != "/etc/kube/config" || k.Namespace != "sandboxes" || k.RuntimeClass != "gvisor" ||
-		len(k.NodeSelector) != 2 || k.ImagePullPolicy != "Never" || k.StartTimeout.D() != 30*time.Second || k.CPURequest != 0.1 {
+		len(k.NodeSelector) != 2 || k.ImagePullPolicy != "Never" || k.StartTimeout.D() != 30*time.Second || k.CPURequest != 0.3 {
 		t.Errorf("loaded %+v", c.Kubernetes)
 	}
 	bad := writeFile(t, dir, "bad.yaml", `backend: k8s

@@ -106,7 +106,7 @@ func TestFromConfig(t *testing.T) {
 		Namespace: "python-docker-mcp-sandboxes", RuntimeClass: "gvisor", NodeName: "node-1",
 		NodeSelector:    map[string]string{"kubernetes.io/os": "linux", "pool": "sandbox"},
 		ImagePullPolicy: corev1.PullIfNotPresent, StartTimeout: 2 * time.Minute,
-		CPURequest: 0.25,
+		CPURequest: 0.1,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("FromConfig (-want +got):\n%s", diff)
