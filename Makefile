@@ -46,7 +46,7 @@ runner-test:
 		{ echo "runner-test: needs python3 3.11 or later on the host (apt-get install python3)" >&2; exit 1; }
 	python3 -B -m unittest discover -s executor/runner/tests -t executor/runner/tests
 
-test: runner-test image rego gotest test-gvisor test-kubernetes test-kubernetes-gvisor
+test: runner-test image rego gotest test-gvisor test-kubernetes test-kubernetes-gvisor test-kubernetes-manifests
 
 # A chosen set of the executor's Docker tests with every sandbox under
 # gVisor's runsc, and the tests of the runtime the policy chooses per call,
@@ -81,6 +81,8 @@ test-kubernetes-gvisor:
 	RUNSC=1 GO=$(GO) .ci/k8s/test.sh
 
 # The example manifests applied as written to that node, with the image
-# `make server-image` builds (.ci/k8s/manifests.sh says what it checks).
+# `make server-image` builds, the scheduler and controller-manager running
+# and a Pod network for the server's namespace only (.ci/k8s/manifests.sh
+# says what it checks). About 3 minutes with the node's binaries built.
 test-kubernetes-manifests:
 	GO=$(GO) .ci/k8s/manifests.sh

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Builds the binaries of a single-node Kubernetes test cluster from Go modules:
-# kubelet, kube-apiserver and kubectl (k8s.io/kubernetes), etcd, and a tiny pause
-# binary. They are cached under $PDM_K8S_CACHE (default
+# kubelet, kube-apiserver, kubectl, kube-scheduler and kube-controller-manager
+# (k8s.io/kubernetes), etcd, and a tiny pause binary. They are cached under $PDM_K8S_CACHE (default
 # ${XDG_CACHE_HOME:-$HOME/.cache}/python-docker-mcp/k8s/<version>), so only the first
 # run pays for the build (~12 min on 2 cores with a cold Go cache). Builds run under
 # `nice -n 15` so they do not starve other work on the machine.
@@ -17,8 +17,10 @@ T0=$(date +%s); ts() { echo "[k8s build $(( $(date +%s)-T0 ))s] $*" >&2; }
 export GOFLAGS=-mod=mod CGO_ENABLED=0 GOWORK=off
 GO=${GO:-go}
 
-if [ ! -x "$BIN/kubelet" ] || [ ! -x "$BIN/kube-apiserver" ] || [ ! -x "$BIN/kubectl" ]; then
-  ts "building kubelet, kube-apiserver, kubectl $KV"
+K8SBIN="kubelet kube-apiserver kubectl kube-scheduler kube-controller-manager"
+missing=; for b in $K8SBIN; do [ -x "$BIN/$b" ] || missing=1; done
+if [ -n "$missing" ]; then
+  ts "building $K8SBIN $KV"
   $GO mod download -json "k8s.io/kubernetes@$KV" > "$B/build/download.json"
   KD=$($GO env GOMODCACHE)/k8s.io/kubernetes@$KV
   cd "$B/build"
@@ -27,10 +29,10 @@ if [ ! -x "$BIN/kubelet" ] || [ ! -x "$BIN/kube-apiserver" ] || [ ! -x "$BIN/kub
   { printf 'module pdmk8s/build\n\ngo 1.24.0\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n' "$KV"
     sed -n '/^replace/,/^)/p' "$KD/go.mod" | awk -v v="$SV" '/=>/{printf "\t%s => %s %s\n", $1, $1, v}'
     echo ')'; } > go.mod
-  printf '//go:build tools\n\npackage tools\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver"\n\t_ "k8s.io/kubernetes/cmd/kubectl"\n\t_ "k8s.io/kubernetes/cmd/kubelet"\n)\n' > tools.go
+  printf '//go:build tools\n\npackage tools\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver"\n\t_ "k8s.io/kubernetes/cmd/kubectl"\n\t_ "k8s.io/kubernetes/cmd/kubelet"\n\t_ "k8s.io/kubernetes/cmd/kube-scheduler"\n\t_ "k8s.io/kubernetes/cmd/kube-controller-manager"\n)\n' > tools.go
   $GO mod tidy
   LDF="-s -w -X k8s.io/component-base/version.gitVersion=$KV -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$KV" | cut -d. -f2) -X k8s.io/component-base/version.gitTreeState=clean"
-  $NICE $GO build -trimpath -ldflags "$LDF" -o "$BIN/" k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
+  $NICE $GO build -trimpath -ldflags "$LDF" -o "$BIN/" $(for b in $K8SBIN; do echo k8s.io/kubernetes/cmd/$b; done)
 fi
 if [ ! -x "$BIN/etcd" ]; then
   ts "building etcd $EV"

@@ -17,7 +17,7 @@ stop() { # name: TERM the recorded PID, KILL after 10 s
   fi
   rm -f $f
 }
-stop kubelet
+stop kubelet; stop scheduler; stop controller-manager
 if [ -S $SOCK ]; then   # every Pod container and sandbox in our containerd
   CTR="ctr -a $SOCK -n k8s.io"
   for c in $($CTR tasks ls -q 2>/dev/null); do $CTR tasks kill -s SIGKILL $c >/dev/null 2>&1; done
@@ -42,6 +42,10 @@ for m in $(awk -v k="$K/" 'index($2,k)==1{print $2}' /proc/self/mounts | sort -r
 for c in cpu cpuacct cpuset memory devices freezer blkio pids systemd unified ""; do
   d=/sys/fs/cgroup/$c/$CG; [ -d $d ] && find $d -depth -type d -exec rmdir {} \; 2>/dev/null
 done
+# pdm-net's veths, addresses and API forward (up.sh with POD_NETWORK)
+for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep '^pdm'); do ip link del $l 2>/dev/null; done
+rm -rf $K/cni/leases
+while iptables -t nat -D PREROUTING -i pdm+ -d 10.0.0.1/32 -p tcp --dport 443 -m comment --comment pdm-k8s -j DNAT --to-destination 127.0.0.1:6443 2>/dev/null; do :; done
 # the kubelet insists on these host paths; remove them if only ours is there
 rm -f /var/lib/kubelet/device-plugins/kubelet.sock
 rmdir /var/lib/kubelet/device-plugins /var/lib/kubelet 2>/dev/null

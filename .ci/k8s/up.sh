@@ -24,6 +24,13 @@
 # "gvisor" of examples/kubernetes. Without it the node has runc only. A
 # containerd already running with the other setting is refused: down.sh
 # first.
+#
+# CONTROLLERS=1 also starts kube-scheduler and kube-controller-manager (its
+# deployment, replicaset, node lifecycle (it lifts the new node's not-ready
+# taint), endpointslice, serviceaccount, root CA publisher and garbage
+# collector controllers), so a Deployment applied as written gets its
+# Pods. POD_NETWORK="ns ..." gives the Pods of those namespaces a network to
+# the node and the API server (pdm-net below); every other Pod has lo only.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 K=${PDM_K8S_DIR:-/tmp/pdm-k8s}
@@ -103,7 +110,7 @@ EOK
   done
 fi
 
-# ---- CNI: containerd sets up lo itself with the loopback plugin; a plugin that reports a fake eth0 (containerd's CRI wants one) ----
+# ---- CNI: containerd sets up lo itself with the loopback plugin; pdm-net (below) does the rest ----
 if [ ! -x $K/cni/bin/loopback ]; then
   for d in /usr/lib/cni /opt/cni/bin; do [ -x $d/loopback ] && cp $d/loopback $K/cni/bin/ && break; done
   if [ ! -x $K/cni/bin/loopback ]; then
@@ -112,19 +119,60 @@ if [ ! -x $K/cni/bin/loopback ]; then
     dpkg -x $K/debs/containernetworking-plugins_*.deb $K/cni-x; cp $K/cni-x/usr/lib/cni/loopback $K/cni/bin/
   fi
 fi
-cat > $K/cni/bin/noop-eth0 <<'EOF'
-#!/bin/sh
-# Creates nothing (Pods keep only lo); reports an eth0 and an address because
-# containerd's CRI requires a result with one.
+# pdm-net: a Pod of a namespace listed in $K/cni/networked (POD_NETWORK)
+# gets a veth to the node, an address 10.254.0.N/32 and a route to the API
+# server's in-cluster address (10.0.0.1:443, forwarded to 127.0.0.1:6443);
+# every other Pod keeps only lo and is reported with an eth0 and an address,
+# because containerd's CRI requires a result with one. So sandbox Pods stay
+# without network, as the NetworkPolicy of examples/kubernetes keeps them on a
+# cluster whose network plugin enforces it, while the server's Pods reach the
+# API and answer the kubelet's probes.
+cat > $K/cni/bin/pdm-net <<EOF
+#!/bin/bash
+K=$K
+EOF
+cat >> $K/cni/bin/pdm-net <<'EOF'
+set -u
 cat >/dev/null
+arg() { printf %s "${CNI_ARGS:-}" | tr ';' '\n' | sed -n "s/^$1=//p"; }
+HV=pdm${CNI_CONTAINERID:0:11}
+L=$K/cni/leases
 case "$CNI_COMMAND" in
-ADD) h=$(printf %s "$CNI_CONTAINERID" | cksum | cut -d' ' -f1)
-  printf '{"cniVersion":"0.4.0","interfaces":[{"name":"eth0","sandbox":"%s"}],"ips":[{"version":"4","address":"10.253.%d.%d/32","interface":0}]}\n' "$CNI_NETNS" $(( (h/256) % 256 )) $(( h % 254 + 1 )) ;;
+ADD)
+  if grep -qxF -- "$(arg K8S_POD_NAMESPACE)" $K/cni/networked 2>/dev/null; then
+    mkdir -p $L
+    ip=
+    for n in $(seq 2 254); do
+      if mkdir $L/10.254.0.$n 2>/dev/null; then ip=10.254.0.$n; echo "$CNI_CONTAINERID" > $L/$ip/id; break; fi
+    done
+    [ -n "$ip" ] || { echo '{"code":11,"msg":"pdm-net: no free address in 10.254.0.0/24"}'; exit 1; }
+    { ip link add $HV type veth peer name eth0 netns "$CNI_NETNS" &&
+      ip addr add 10.254.0.1/32 dev $HV && sysctl -qw net.ipv4.conf.$HV.route_localnet=1 &&
+      ip link set $HV up && ip route add $ip/32 dev $HV &&
+      nsenter --net="$CNI_NETNS" sh -c "ip addr add $ip/32 dev eth0 && ip link set eth0 up &&
+        ip route add 10.254.0.1/32 dev eth0 scope link && ip route add default via 10.254.0.1 dev eth0"
+    } >&2 || { ip link del $HV 2>/dev/null; rm -rf $L/$ip; echo '{"code":11,"msg":"pdm-net: could not set up the veth"}'; exit 1; }
+    printf '{"cniVersion":"0.4.0","interfaces":[{"name":"%s"},{"name":"eth0","sandbox":"%s"}],"ips":[{"version":"4","address":"%s/32","gateway":"10.254.0.1","interface":1}]}\n' $HV "$CNI_NETNS" $ip
+  else
+    h=$(printf %s "$CNI_CONTAINERID" | cksum | cut -d' ' -f1)
+    printf '{"cniVersion":"0.4.0","interfaces":[{"name":"eth0","sandbox":"%s"}],"ips":[{"version":"4","address":"10.253.%d.%d/32","interface":0}]}\n' "$CNI_NETNS" $(( (h/256) % 256 )) $(( h % 254 + 1 ))
+  fi ;;
+DEL)
+  ip link del $HV 2>/dev/null
+  for d in $L/*/; do [ "$(cat $d/id 2>/dev/null)" = "$CNI_CONTAINERID" ] && rm -rf $d; done
+  exit 0 ;;
 VERSION) echo '{"cniVersion":"0.4.0","supportedVersions":["0.3.0","0.3.1","0.4.0"]}' ;;
 esac
 EOF
-chmod +x $K/cni/bin/noop-eth0
-echo '{"cniVersion":"0.4.0","name":"no-network","plugins":[{"type":"noop-eth0"}]}' > $K/cni/net.d/10-none.conflist
+chmod +x $K/cni/bin/pdm-net
+rm -f $K/cni/bin/noop-eth0 $K/cni/net.d/10-none.conflist
+echo '{"cniVersion":"0.4.0","name":"pdm-net","plugins":[{"type":"pdm-net"}]}' > $K/cni/net.d/10-pdm-net.conflist
+printf '%s\n' ${POD_NETWORK:-} > $K/cni/networked
+if [ -n "${POD_NETWORK:-}" ]; then
+  sysctl -qw net.ipv4.ip_forward=1
+  DNAT=(PREROUTING -i pdm+ -d 10.0.0.1/32 -p tcp --dport 443 -m comment --comment pdm-k8s -j DNAT --to-destination 127.0.0.1:6443)
+  iptables -t nat -C "${DNAT[@]}" 2>/dev/null || iptables -t nat -A "${DNAT[@]}"
+fi
 
 # ---- private containerd ----
 if [ -n "$GVBIN" ]; then
@@ -287,6 +335,23 @@ done
 for ns in default $NAMESPACES; do
   api -X POST -H 'Content-Type: application/json' https://127.0.0.1:6443/api/v1/namespaces/$ns/serviceaccounts -d '{"metadata":{"name":"default"}}' >/dev/null
 done
+if [ "${CONTROLLERS:-}" = 1 ]; then
+  # What applying a Deployment as written needs: the scheduler binds its Pods
+  # (and unbound sandbox Pods), the controller-manager makes them from the
+  # Deployment and keeps the Service's EndpointSlices.
+  KCF=$P/admin.kubeconfig
+  start scheduler $BIN/kube-scheduler --kubeconfig=$KCF --authentication-kubeconfig=$KCF --authorization-kubeconfig=$KCF \
+    --leader-elect=false --bind-address=127.0.0.1 --secure-port=10259
+  start controller-manager $BIN/kube-controller-manager --kubeconfig=$KCF --authentication-kubeconfig=$KCF --authorization-kubeconfig=$KCF \
+    --leader-elect=false --bind-address=127.0.0.1 --secure-port=10257 --use-service-account-credentials=false \
+    --root-ca-file=$P/ca.crt --service-account-private-key-file=$P/sa.key \
+    --controllers=deployment-controller,replicaset-controller,node-lifecycle-controller,endpointslice-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,garbage-collector-controller
+  for c in scheduler:10259 controller-manager:10257; do
+    for i in $(seq 120); do curl -skf https://127.0.0.1:${c#*:}/healthz >/dev/null 2>&1 && break; sleep 0.5; done
+    curl -skf https://127.0.0.1:${c#*:}/healthz >/dev/null || { echo "up.sh: ${c%:*} not healthy, see $K/logs/${c%:*}.log" >&2; exit 1; }
+  done
+  ts "scheduler and controller-manager up"
+fi
 if [ -n "$GVBIN" ]; then
   "$BIN/kubectl" --kubeconfig $P/admin.kubeconfig apply -f "$HERE/../../examples/kubernetes/runtimeclass.yaml" >/dev/null
   ts "RuntimeClass gvisor (handler runsc, $GVBIN/runsc, platform $RUNSC_PLATFORM)"
