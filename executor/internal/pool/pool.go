@@ -635,7 +635,7 @@ func (p *Pool[S]) fill(stop <-chan struct{}) (done bool) {
 		go func() {
 			defer p.h.End()
 			modules := poolplan.Modules(class)
-			sb, err := p.create(modules)
+			sb, err := p.create(modules, stop)
 			p.mu.Lock()
 			delete(p.inflight, r)
 			if err == nil {
@@ -751,10 +751,19 @@ func (p *Pool[S]) next() (string, bool) {
 }
 
 // create starts one sandbox, imports modules in it and does one empty run
-// (the runner's preload op), so its one call pays neither.
-func (p *Pool[S]) create(modules []string) (S, error) {
+// (the runner's preload op), so its one call pays neither. Stopping the
+// pool (closing the server, a reload) gives it up: a refill can wait long
+// for room on a full cluster, and no call needs it any more.
+func (p *Pool[S]) create(modules []string, stop <-chan struct{}) (S, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.startup)
 	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	sb, failed, err := p.h.Create(ctx, p.kind, func() *protocol.Preload { return p.preloadFrame(modules) })
 	if err != nil {
 		return sb, err

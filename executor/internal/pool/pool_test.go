@@ -1,8 +1,12 @@
 package pool
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 )
 
 // tsb is a sandbox as the pools see it, for tests of their logic.
@@ -122,5 +126,43 @@ func TestPoolDeliversToItsOwner(t *testing.T) {
 	p.deliver(pooled[*tsb]{sb: shared})
 	if r := <-bob.ch; r.it.sb != shared {
 		t.Error("bob did not get the shared sandbox")
+	}
+}
+
+// blockingHost's Create waits for its context to end, as a start waits on
+// a full cluster for room that does not come.
+type blockingHost struct {
+	Host[*tsb] // nothing else is called
+	ended      chan error
+}
+
+func (h blockingHost) Create(ctx context.Context, _ string, _ func() *protocol.Preload) (*tsb, []string, error) {
+	<-ctx.Done()
+	h.ended <- ctx.Err()
+	return nil, nil, ctx.Err()
+}
+
+// A refill waiting for room is given up when the pool stops, so closing
+// the server does not wait for it (and leave its sandbox behind) until the
+// start timeout.
+func TestRefillGivenUpWhenThePoolStops(t *testing.T) {
+	h := blockingHost{ended: make(chan error, 1)}
+	p := &Pool[*tsb]{h: h, startup: time.Hour, kind: "transient"}
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { _, err := p.create(nil, stop); done <- err }()
+	select {
+	case err := <-h.ended:
+		t.Fatalf("the creation ended before the pool stopped: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(stop)
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("create after the pool stopped: %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("create still waits 10 s after the pool stopped")
 	}
 }
