@@ -80,6 +80,7 @@ class _Runner:
                 self.spare()
 
     arm = None  # the guard a spare worker installs ahead of its call (from preload)
+    warm = ()  # the modules of the last call here that a spare worker warms up for
 
     def spare(self):
         """Forks a worker before it is needed, off the call's path; if that
@@ -96,7 +97,7 @@ class _Runner:
             except (OSError, TypeError, ValueError):
                 pass  # the worker builds it, and reports what fails
         try:
-            self.worker = _new_worker()
+            self.worker = _new_worker(self.warm)
         except OSError as e:
             _diag("spare worker: %s" % e)
             return
@@ -212,6 +213,7 @@ class _Runner:
             return refused
 
         key = _worker_key(req)
+        self.warm = _warm_modules(req.get("imports"))
         lost = self.lost
         self.lost = False
         note = ""

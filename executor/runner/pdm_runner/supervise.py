@@ -149,15 +149,16 @@ def _thaw(w):
     return True, idle * 1000.0 / _CLK_TCK, ""
 
 
-def _new_worker():
-    """A new worker. While the sandbox's pids are used up (what a killed
+def _new_worker(warm=None):
+    """A new worker (a spare that warms up for the modules warm lists, see
+    _Worker). While the sandbox's pids are used up (what a killed
     call started is still dying: a fork bomb) it kills the strays and tries
     again, for up to 3 s."""
     deadline = time.monotonic() + 3
     _note_stable_paths()
     while True:
         try:
-            return _Worker()
+            return _Worker(warm)
         except BlockingIOError:
             if time.monotonic() > deadline:
                 raise

@@ -34,7 +34,9 @@ def _on_signal(signum, frame):
 class _Worker:
     """The runner's view of one worker process."""
 
-    def __init__(self):
+    def __init__(self, warm=None):
+        # warm: a spare, forked ahead of its call, warms itself up for the
+        # modules listed (warm.py) while it waits; None: a call waits now.
         ctrl_r, ctrl_w = os.pipe()
         res_r, res_w = os.pipe()
         out_r, out_w = os.pipe()
@@ -51,7 +53,7 @@ class _Worker:
         if pid == 0:
             code = 70
             try:
-                _worker_main(ctrl_r, res_w, out_w, err_w)
+                _worker_main(ctrl_r, res_w, out_w, err_w, warm)
                 code = 0
             except BaseException:  # noqa: BLE001
                 try:  # fd 2 is the run's stderr capture by now
@@ -108,7 +110,7 @@ class _Worker:
         self.ctrl = self.res = self.out = self.err = self.pidfd = -1
 
 
-def _worker_main(ctrl_r, res_w, out_w, err_w):
+def _worker_main(ctrl_r, res_w, out_w, err_w, warm=None):
     # Only what the worker needs: no protocol, no diagnostics channel.
     global _PROTO_IN, _PROTO_OUT, _DIAG, _libc
     _PROTO_IN = _PROTO_OUT = _DIAG = -1
@@ -159,6 +161,8 @@ def _worker_main(ctrl_r, res_w, out_w, err_w):
     os.register_at_fork(after_in_child=not_the_worker)
     reader = _FrameReader(ctrl_r, _MAX_FRAME)
     os.set_blocking(ctrl_r, True)
+    if warm is not None:
+        _warm(ctrl_r, warm, reader)
     guarded = False
     denied = ()
     while True:
