@@ -65,6 +65,18 @@ class _FrameReader:
             return
         self.buf += b
 
+    def peek(self):
+        """The complete frames held, left for frames(), and whether part of
+        another has come."""
+        out, i = [], 0
+        while len(self.buf) - i >= 4:
+            (n,) = struct.unpack(">I", self.buf[i:i + 4])
+            if len(self.buf) - i - 4 < n:
+                break
+            out.append(bytes(self.buf[i + 4:i + 4 + n]))
+            i += 4 + n
+        return out, i < len(self.buf)
+
     def frames(self):
         """Yields complete frames; raises ValueError for an oversized one."""
         while len(self.buf) >= 4:

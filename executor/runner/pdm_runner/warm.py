@@ -70,18 +70,14 @@ def _call_waiting(ctrl, reader):
         reader.feed()
         if reader.eof or len(reader.buf) == n:
             break
-    buf, i = reader.buf, 0
-    while len(buf) - i >= 4:
-        (n,) = struct.unpack(">I", buf[i:i + 4])
-        if len(buf) - i - 4 < n:
-            return True  # more of a frame is coming
+    held, partial = reader.peek()
+    for data in held:
         try:
-            if json.loads(bytes(buf[i + 4:i + 4 + n])).get("op") != "arm":
+            if json.loads(data).get("op") != "arm":
                 return True
         except (ValueError, AttributeError):
             return True  # the loop reports it
-        i += 4 + n
-    return i < len(buf) or reader.eof
+    return partial or reader.eof  # more of a frame is coming, or nothing will
 
 
 def _warm(ctrl, modules, reader):
