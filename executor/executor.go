@@ -288,10 +288,15 @@ type Executor struct {
 	done      chan struct{}
 	topping   atomic.Bool    // a Preparer backend readies a namespace (topUpNetworks)
 	bg        sync.WaitGroup // pool upkeep, creations, background removals
-	calls     atomic.Int64   // runs in progress
-	armed     atomic.Int64   // runs whose worker had installed their guard ahead (a pooled spare)
-	counts    startCounters  // for Stats
-	runner    protocol.Codes // the runner's compiled code, handed to new sandboxes
+	// bgMu guards bg.Add against Close's bg.Wait (bgShut). A leaf lock,
+	// apart from mu: the pools call bgAdd and closing under their own
+	// locks, and Reload and Close reach those locks with mu held.
+	bgMu   sync.Mutex
+	bgShut bool
+	calls  atomic.Int64   // runs in progress
+	armed  atomic.Int64   // runs whose worker had installed their guard ahead (a pooled spare)
+	counts startCounters  // for Stats
+	runner protocol.Codes // the runner's compiled code, handed to new sandboxes
 
 	pools    atomic.Pointer[poolSet] // the warm pools of the configuration in force
 	warm     *keeper                 // transient sandboxes kept for their principal (reuse.go)
@@ -513,6 +518,9 @@ func (e *Executor) Close(ctx context.Context) error {
 	}
 	e.closed = true
 	close(e.stop)
+	e.bgMu.Lock()
+	e.bgShut = true
+	e.bgMu.Unlock()
 	var all []*sandbox
 	for _, sb := range e.live {
 		all = append(all, sb)
@@ -718,11 +726,14 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 	return res, err
 }
 
-// closing says Close has begun.
+// closing says Close has begun. It takes no lock (see bgMu).
 func (e *Executor) closing() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.closed
+	select {
+	case <-e.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // finish ends a transient sandbox after its one call: the runner is told to
@@ -746,9 +757,9 @@ func (e *Executor) finish(sb *sandbox) {
 
 // bgAdd counts a background job Close waits for; false once closed.
 func (e *Executor) bgAdd() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
+	e.bgMu.Lock()
+	defer e.bgMu.Unlock()
+	if e.bgShut {
 		return false
 	}
 	e.bg.Add(1)

@@ -2,6 +2,8 @@ package executor
 
 import (
 	"errors"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/backend/fake"
 )
 
 // reloaded is e's configuration with edit applied, as a reload gives it.
@@ -199,5 +202,53 @@ func TestPoolFollowsReload(t *testing.T) {
 	}
 	if e.pool().Hits() != before+1 {
 		t.Error("a call without limits after the reload was not served from the pool")
+	}
+}
+
+// TestFakeReloadWhileKeptSandboxesReset: reloads while a principal's calls
+// end and their kept sandboxes are reset and offered again. A reload holds
+// the executor's lock while it flushes the kept sandboxes; the offer of a
+// reset sandbox holds the kept sandboxes' lock and asked whether the
+// executor was closing under the executor's lock: the two waited for each
+// other for good (a CI run hung 42 minutes on it), and every later call,
+// removal and Close with them.
+func TestFakeReloadWhileKeptSandboxesReset(t *testing.T) {
+	e := fakePool(t, fake.New(), 1, config.ReusePrincipal)
+	ctx := tctx(t, time.Minute)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		end := time.Now().Add(1500 * time.Millisecond)
+		for _, owner := range []string{"alice", "bob"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(end) {
+					if res, err := e.Transient(ctx, Request{Owner: owner, Code: "print 1"}); err != nil || res.Status != "ok" {
+						t.Errorf("%s's call: %+v, %v", owner, res, err)
+						return
+					}
+				}
+			}()
+		}
+		for i := 0; time.Now().Before(end); i++ {
+			c := *e.config()
+			c.Limits.MaxCodeBytes = config.Size(1<<20 + i%2) // any reload flushes the kept sandboxes
+			if err := e.Reload(c); err != nil {
+				t.Errorf("Reload: %v", err)
+				break
+			}
+		}
+		wg.Wait()
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+		panic("calls and reloads still under way after 30 s: a deadlock (goroutines above)")
+	}
+	if st := e.Stats().Reuse; st.Hits == 0 {
+		t.Errorf("reuse stats %+v: no call ran in a kept sandbox; the test did not reset any", st)
 	}
 }

@@ -25,7 +25,10 @@ type Sandbox interface {
 	Preloaded() []string
 }
 
-// Host is what the pools ask of the executor that owns them.
+// Host is what the pools ask of the executor that owns them. The pools
+// call Begin, Closing, Config and Log with their own locks held, and the
+// executor calls the pools (Flush, Carry, Resize) with its lock held: so
+// those four must never wait for a lock of the executor's.
 type Host[S Sandbox] interface {
 	// Begin counts a background job the executor's Close waits for;
 	// false once it is closing. End ends one.
