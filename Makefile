@@ -35,9 +35,10 @@ rego:
 		{ $(GO) tool opa test -v $(REGO); $(GO) tool opa test --coverage --threshold 90 $(REGO) | tail -3; exit 1; }
 	$(GO) tool opa test -v $(REGO)
 
+# go vet and every package's tests; a failure's summary is printed last
+# (.ci/gotest.sh keeps the whole output in $GOTEST_LOG).
 gotest:
-	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 45m ./...
+	GO=$(GO) .ci/gotest.sh
 
 # The runner's unit tests: the host's python3 (3.11 or later), no Docker.
 # What needs a sandbox is tested end to end by gotest.
