@@ -51,6 +51,7 @@ import importlib.util
 import io
 import json
 import linecache
+import opcode  # the guard's, imported here once: not again in every worker
 import os
 import re
 import select

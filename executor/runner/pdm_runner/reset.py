@@ -58,44 +58,88 @@ def _walk(mounts, limit=_MAX_BASELINE):
     cannot set: content or metadata changed since is seen even when size
     and modification time were put back. A directory's are its type,
     mode and owner (its times change with its entries, which are listed
-    themselves)."""
+    themselves).
+
+    Each mount is walked from one descriptor of its top, with names
+    relative to it, and that top is opened relative to the descriptor the
+    baseline holds (_hold_tops): no lookup starts at /, whose file system,
+    on a FUSE storage driver, answers each from its own process (a round
+    trip per path, tens of them per reset before)."""
     seen = {}
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     for root in mounts:
         try:
-            dev = os.lstat(root).st_dev
+            held = _TOPS.get(root, -1)
+            top = os.open(".", flags, dir_fd=held) if held >= 0 else os.open(root, flags)
+        except PermissionError:
+            raise _ResetFailed("%s cannot be read (its mode was changed)" % root)
         except OSError:
             continue
-        stack = [root]
-        while stack:
-            d = stack.pop()
+        try:
+            dev = os.fstat(top).st_dev
+            stack = [""]  # directories to list, relative to top
+            while stack:
+                rel = stack.pop()
+                d = root + "/" + rel if rel else root
+                try:
+                    fd = os.open(rel, flags, dir_fd=top) if rel else top
+                except PermissionError:
+                    raise _ResetFailed("%s cannot be read (its mode was changed)" % d)
+                except OSError:
+                    continue
+                try:
+                    _walk_dir(fd, rel, d, dev, stack, seen, limit)
+                finally:
+                    if fd != top:
+                        os.close(fd)
+            st = os.fstat(top)
+            seen[root] = ("d", st.st_mode, st.st_uid, st.st_gid)
+        finally:
+            os.close(top)
+    return seen
+
+
+_TOPS = {}  # {mount point: a descriptor of its top}, held from the baseline on
+
+
+def _hold_tops(mounts):
+    """Opens the top of each mount once, for _walk to open it again
+    relative to that descriptor rather than by a path from /. Workers
+    close them."""
+    for mnt in mounts:
+        if mnt not in _TOPS:
             try:
-                it = os.scandir(d)
-            except PermissionError:
-                raise _ResetFailed("%s cannot be read (its mode was changed)" % d)
+                _TOPS[mnt] = os.open(mnt, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                pass  # walked by its path
+
+
+def _walk_dir(fd, rel, d, dev, stack, seen, limit):
+    """The entries of directory d (open as fd, rel from its mount's top)
+    into seen, its subdirectories onto stack."""
+    try:
+        it = os.scandir(fd)  # entries are stat'ed relative to fd: it stays open until the end
+    except PermissionError:
+        raise _ResetFailed("%s cannot be read (its mode was changed)" % d)
+    except OSError:
+        return
+    with it:
+        for ent in it:
+            try:
+                st = ent.stat(follow_symlinks=False)
             except OSError:
                 continue
-            with it:
-                for ent in it:
-                    try:
-                        st = ent.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    if stat.S_ISDIR(st.st_mode):
-                        if st.st_dev != dev:
-                            continue  # another mount: walked on its own, or not at all
-                        seen[ent.path] = ("d", st.st_mode, st.st_uid, st.st_gid)
-                        stack.append(ent.path)
-                    else:
-                        seen[ent.path] = ("f", st.st_mode, st.st_uid, st.st_gid, st.st_size, st.st_ino,
-                                          st.st_ctime_ns, st.st_rdev)
-                    if len(seen) > limit:
-                        raise _ResetFailed("more than %d entries in the writable paths" % limit)
-        try:
-            st = os.lstat(root)
-            seen[root] = ("d", st.st_mode, st.st_uid, st.st_gid)
-        except OSError:
-            pass
-    return seen
+            path = d + "/" + ent.name
+            if stat.S_ISDIR(st.st_mode):
+                if st.st_dev != dev:
+                    continue  # another mount: walked on its own, or not at all
+                seen[path] = ("d", st.st_mode, st.st_uid, st.st_gid)
+                stack.append(rel + "/" + ent.name if rel else ent.name)
+            else:
+                seen[path] = ("f", st.st_mode, st.st_uid, st.st_gid, st.st_size, st.st_ino,
+                              st.st_ctime_ns, st.st_rdev)
+            if len(seen) > limit:
+                raise _ResetFailed("more than %d entries in the writable paths" % limit)
 
 
 def _sysv_ids():
@@ -104,7 +148,7 @@ def _sysv_ids():
     for kind in ("shm", "sem", "msg"):
         ids = []
         try:
-            with open("/proc/sysvipc/" + kind) as f:
+            with _proc_open("sysvipc/" + kind) as f:
                 next(f, None)
                 for line in f:
                     fields = line.split()
@@ -120,7 +164,7 @@ def _abstract_sockets():
     """Names of the network namespace's abstract unix sockets."""
     names = set()
     try:
-        with open("/proc/net/unix") as f:
+        with _proc_open("net/unix") as f:
             next(f, None)
             for line in f:
                 fields = line.split()
@@ -146,13 +190,26 @@ def _process_facts():
 
 
 def _fds(worker):
-    """{fd: what it is} of the runner's descriptors but worker's."""
+    """{fd: what it is} of the runner's descriptors but worker's (read
+    through one descriptor of /proc/self/fd, not a path from / each)."""
     fds = {}
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            fds[fd] = os.readlink("/proc/self/fd/" + fd)
-        except OSError:
-            pass  # the listing's own
+    try:
+        if _proc_dir() < 0:
+            listing = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        else:
+            listing = os.open("self/fd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=_proc_dir())
+    except OSError:
+        return fds
+    try:
+        for fd in os.listdir(listing):
+            if fd == str(listing):
+                continue  # the listing's own
+            try:
+                fds[fd] = os.readlink(fd, dir_fd=listing)
+            except OSError:
+                pass  # the listing's duplicate, closed by now
+    finally:
+        os.close(listing)
     if worker is not None:
         for fd in (worker.ctrl, worker.res, worker.out, worker.err, worker.pidfd):
             fds.pop(str(fd), None)
@@ -164,7 +221,9 @@ class _Baseline:
 
     def __init__(self, worker):
         _cgroup_oom_kills()  # opens its file for good: not a call's descriptor
+        _proc_dir()  # so does /proc
         self.mounts = _writable_mounts()
+        _hold_tops(self.mounts)  # and the mounts' tops
         self.paths = _walk(self.mounts)
         self.fds = _fds(worker)
         self.process = _process_facts()

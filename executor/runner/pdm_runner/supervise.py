@@ -16,7 +16,7 @@ def _pstat(pid):
     """(state, start time, utime+stime in ticks) of a process from
     /proc/PID/stat, or None when it is gone."""
     try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
+        with _proc_open("%d/stat" % pid, "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()
         return fields[0].decode(), int(fields[19]), int(fields[11]) + int(fields[12])
     except (OSError, IndexError, ValueError):
@@ -26,7 +26,7 @@ def _pstat(pid):
 def _pstatus(pid):
     out = {}
     try:
-        with open("/proc/%d/status" % pid) as f:
+        with _proc_open("%d/status" % pid) as f:
             for line in f:
                 k, _, v = line.partition(":")
                 out[k] = v.strip()
@@ -47,7 +47,7 @@ def _sig_names(mask):
 
 
 def _others():
-    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != _PID and not _zombie(p)]
+    return [int(p) for p in _proc_list() if p.isdigit() and int(p) != _PID and not _zombie(p)]
 
 
 def _left_running(w):
@@ -56,7 +56,7 @@ def _left_running(w):
     signal handlers user code installed, pending signals."""
     left = []
     try:
-        n = len(os.listdir("/proc/%d/task" % w.pid))
+        n = len(_proc_list("%d/task" % w.pid))
     except OSError:
         n = 1
     if n > 1:
@@ -95,7 +95,7 @@ def _freeze(w):
                 break
             tasks = []
             try:
-                tasks = os.listdir("/proc/%d/task" % p)
+                tasks = _proc_list("%d/task" % p)
             except OSError:
                 pass
             if st[0] == "T" and all((_pstat_task(p, t) or "T") == "T" for t in tasks):
@@ -110,7 +110,7 @@ def _freeze(w):
 
 def _pstat_task(pid, tid):
     try:
-        with open("/proc/%d/task/%s/stat" % (pid, tid), "rb") as f:
+        with _proc_open("%d/task/%s/stat" % (pid, tid), "rb") as f:
             return f.read().rsplit(b")", 1)[1].split()[0].decode()
     except (OSError, IndexError):
         return None
@@ -175,7 +175,7 @@ def _kill_strays(keep):
     (a stopped process cannot fork), then killed."""
     deadline = time.monotonic() + 2
     while True:
-        others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (_PID, keep) and not _zombie(p)]
+        others = [int(p) for p in _proc_list() if p.isdigit() and int(p) not in (_PID, keep) and not _zombie(p)]
         if not others or time.monotonic() > deadline:
             break
         if keep is None and _PID == 1:
@@ -196,7 +196,7 @@ def _kill_strays(keep):
 
 def _zombie(pid):
     try:
-        with open("/proc/%s/stat" % pid, "rb") as f:
+        with _proc_open("%s/stat" % pid, "rb") as f:
             return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
     except (OSError, IndexError):
         return True
@@ -216,8 +216,13 @@ def _reap(worker):
 
 
 def _snapshot(limit=10000):
+    # Walked from the runner's working directory (in a sandbox it is the
+    # working directory, and never changes), not from its absolute path: a
+    # path from / asks the root's file system first, which on a FUSE
+    # storage driver is a round trip to its process on every call.
+    top = "." if os.getcwd() == _WORKDIR else _WORKDIR
     seen = {}
-    stack = [_WORKDIR]
+    stack = [top]
     while stack and len(seen) < limit:
         d = stack.pop()
         try:
@@ -230,12 +235,50 @@ def _snapshot(limit=10000):
                     if ent.is_dir(follow_symlinks=False):
                         stack.append(ent.path)
                     else:
-                        seen[os.path.relpath(ent.path, _WORKDIR)] = (st.st_mtime_ns, st.st_size)
+                        seen[os.path.relpath(ent.path, top)] = (st.st_mtime_ns, st.st_size)
                     if len(seen) >= limit:
                         break
         except OSError:
             continue
     return seen
+
+
+_PROC_FD = []  # a descriptor of /proc, once opened
+
+
+def _proc_dir():
+    """A descriptor of /proc, opened once: the runner's paths under /proc
+    are looked up relative to it, not from / each (every lookup from / asks
+    the root's file system first, which on a FUSE storage driver is a
+    round trip to the driver's process). Workers close it. -1 when /proc
+    cannot be opened: paths from / then."""
+    if not _PROC_FD:
+        try:
+            _PROC_FD.append(os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        except OSError:
+            _PROC_FD.append(-1)
+    return _PROC_FD[0]
+
+
+def _proc_open(rel, mode="r"):
+    """open() of /proc/REL."""
+    fd = _proc_dir()
+    if fd < 0:
+        return open("/proc/" + rel, mode)
+    return open(rel, mode, opener=lambda path, flags: os.open(path, flags | os.O_CLOEXEC, dir_fd=fd))
+
+
+def _proc_list(rel="."):
+    """os.listdir() of /proc/REL (a fresh descriptor each time, so the
+    listing is of now)."""
+    fd = _proc_dir()
+    if fd < 0:
+        return os.listdir(os.path.normpath("/proc/" + rel))
+    d = os.open(rel, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+    try:
+        return os.listdir(d)
+    finally:
+        os.close(d)
 
 
 _OOM_FD = []  # the cgroup file that counts OOM kills, once opened

@@ -115,11 +115,16 @@ def _worker_main(ctrl_r, res_w, out_w, err_w, warm=None):
     global _PROTO_IN, _PROTO_OUT, _DIAG, _libc
     _PROTO_IN = _PROTO_OUT = _DIAG = -1
     _OOM_FD.clear()  # the runner's, closed below
+    _TOPS.clear()  # likewise
+    # The runner's /proc, kept only to write oom_score_adj below (a path
+    # from / would ask the root's file system first: see _proc_dir).
+    proc = _PROC_FD[0] if _PROC_FD else -1
+    _PROC_FD.clear()
     os.dup2(_DEVNULL, 0)
     os.dup2(out_w, 1)
     os.dup2(err_w, 2)
-    null = os.open("/dev/null", os.O_RDWR)
-    keep = {0, 1, 2, ctrl_r, res_w, null}
+    null = os.dup(_DEVNULL)
+    keep = {0, 1, 2, ctrl_r, res_w, null, proc}
     for fd in range(3, 1024):
         if fd not in keep:
             try:
@@ -134,10 +139,16 @@ def _worker_main(ctrl_r, res_w, out_w, err_w, warm=None):
     # environ and map_files.
     _libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
     try:
-        with open("/proc/self/oom_score_adj", "w") as f:
+        if proc < 0:
+            f = open("/proc/self/oom_score_adj", "w")
+        else:
+            f = open("self/oom_score_adj", "w", opener=lambda path, flags: os.open(path, flags, dir_fd=proc))
+        with f:
             f.write("1000")
     except OSError:
         pass
+    if proc >= 0:
+        os.close(proc)
     if _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         os._exit(70)
     signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -1,7 +1,8 @@
 """A transient sandbox's reset (reset.py) on a scratch directory standing
 in for its writable paths: what a call left is removed, what it changed
-in the baseline fails the reset, and mountinfo is read as the sandbox
-has it. Processes and System V IPC are left to the Docker tests, where
+in the baseline fails the reset, whether the walk opens each mount's top
+by its path or from the descriptor the baseline holds, and mountinfo is
+read as the sandbox has it. Processes and System V IPC are left to the Docker tests, where
 the runner is process 1 of its own namespaces."""
 
 import os
@@ -117,6 +118,18 @@ class RestoreTest(unittest.TestCase):
         del n[:]
         self.R["_restore_paths"](self.base)
         self.assertEqual(len(n), 2, "what was put back is checked by a second walk")
+        self.assertEqual(self.R["_walk"]([self.dir]), self.base.paths)
+
+
+class RestoreFromHeldTopTest(RestoreTest):
+    """The same with the top held open, as the baseline holds it in a
+    sandbox (_hold_tops): the walk opens it relative to that descriptor."""
+
+    def setUp(self):
+        super().setUp()
+        self.R["_hold_tops"]([self.dir])
+        fd = self.R["_TOPS"][self.dir]
+        self.addCleanup(os.close, fd)
         self.assertEqual(self.R["_walk"]([self.dir]), self.base.paths)
 
 

@@ -3,7 +3,9 @@ it gives way to a call: a waiting request stops it before the next step,
 while the guard the runner sends ahead (an arm frame) does not, and stays
 for the worker's loop to read."""
 
+import ctypes
 import json
+import mmap
 import os
 import struct
 import sys
@@ -66,6 +68,20 @@ class WarmTest(unittest.TestCase):
         self.R["_warm"](self.r, ("json",), self.reader)
         self.assertEqual(self.ran, [])
 
+    def test_a_call_stops_it_between_sub_steps(self):
+        # An exercise's sub-steps (yields): the call that comes during the
+        # first is served before the second runs.
+        def exercise():
+            self.ran.append("frame")
+            os.write(self.w, frame({"op": "run"}))
+            yield
+            self.ran.append("group-by")
+            yield
+        self.R["_WARM_STEPS"] = (("json", exercise),)
+        self.R["_warm"](self.r, ("json",), self.reader)
+        self.assertEqual(self.ran, ["interpreter", "frame"])
+        self.assertEqual([json.loads(f)["op"] for f in self.reader.frames()], ["run"])
+
     def test_nothing_waiting_a_partial_frame_a_closed_pipe(self):
         self.assertFalse(self.R["_call_waiting"](self.r, self.reader))
         os.write(self.w, frame({"op": "run"})[:6])
@@ -90,6 +106,43 @@ class WarmTest(unittest.TestCase):
             os.close(w)
         self.assertEqual(os.read(r, 100), b"")
         os.close(r)
+
+
+class CollapseTest(unittest.TestCase):
+    """The runner's anonymous memory mapped with huge pages after its
+    preload (warm.py, _collapse_memory): cheaper forks."""
+
+    @staticmethod
+    def anon_huge_kib():
+        with open("/proc/self/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("AnonHugePages:"):
+                    return int(line.split()[1])
+        return 0
+
+    @staticmethod
+    def kernel_collapses():
+        """Whether MADV_COLLAPSE works here, tried on a mapping of its own."""
+        libc = ctypes.CDLL(None, use_errno=True)
+        probe = mmap.mmap(-1, 4 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        probe.write(b"p" * len(probe))
+        addr = ctypes.addressof(ctypes.c_char.from_buffer(probe))
+        start = (addr + (2 << 20) - 1) & ~((2 << 20) - 1)
+        ok = libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(2 << 20), 25) == 0
+        probe.close()
+        return ok
+
+    def test_the_heap_is_collapsed(self):
+        if not self.kernel_collapses():
+            self.skipTest("this kernel has no MADV_COLLAPSE (Linux 6.1 and later) or huge pages are off")
+        R = loader.load()
+        m = mmap.mmap(-1, 8 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        m.write(b"x" * len(m))  # resident, in 4 KiB pages
+        before = self.anon_huge_kib()
+        self.assertGreaterEqual(R["_collapse_memory"](), 1)
+        self.assertGreaterEqual(self.anon_huge_kib() - before, 4096, "8 MiB mapped: at least two huge pages")
+        self.assertEqual(m[:3] + m[-3:], b"xxxxxx")  # the contents are kept
+        m.close()
 
 
 if __name__ == "__main__":
