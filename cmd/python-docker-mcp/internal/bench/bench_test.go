@@ -73,7 +73,7 @@ func TestSummarize(t *testing.T) {
 func TestParseBenchArgs(t *testing.T) {
 	defaults := benchOptions{
 		N: 200, BaselineN: 30, Concurrency: []int{1, 4, 16}, Duration: 10 * time.Second,
-		Warmup: 3, Scenarios: allScenarios,
+		Warmup: 3, Scenarios: allScenarios, SpacedN: 30, SpacedPause: 500 * time.Millisecond,
 		CostN: 5, BurstSizes: []int{8, 16}, Bursts: 5, BurstPause: 5 * time.Second,
 	}
 	tests := []struct {
@@ -82,8 +82,9 @@ func TestParseBenchArgs(t *testing.T) {
 	}{
 		{nil, defaults},
 		{[]string{"-n", "50"}, func() benchOptions { o := defaults; o.N, o.BaselineN = 50, 30; return o }()},
-		{[]string{"-n", "10"}, func() benchOptions { o := defaults; o.N, o.BaselineN = 10, 10; return o }()},
-		{[]string{"-n", "10", "-baseline-n", "3"}, func() benchOptions { o := defaults; o.N, o.BaselineN = 10, 3; return o }()},
+		{[]string{"-n", "10"}, func() benchOptions { o := defaults; o.N, o.BaselineN, o.SpacedN = 10, 10, 10; return o }()},
+		{[]string{"-spaced-n", "5", "-spaced-interval", "1s"}, func() benchOptions { o := defaults; o.SpacedN, o.SpacedPause = 5, time.Second; return o }()},
+		{[]string{"-n", "10", "-baseline-n", "3"}, func() benchOptions { o := defaults; o.N, o.BaselineN, o.SpacedN = 10, 3, 10; return o }()},
 		{[]string{"-concurrency", "2, 8,2"}, func() benchOptions { o := defaults; o.Concurrency = []int{2, 8}; return o }()},
 		{[]string{"-json", "-duration", "2s", "-interval", "50ms", "-warmup", "0"}, func() benchOptions {
 			o := defaults
@@ -135,6 +136,8 @@ func TestParseBenchArgsErrors(t *testing.T) {
 		{[]string{"-bursts", "0"}, "-bursts must be at least 1"},
 		{[]string{"-burst-sizes", "8,x"}, `-burst-sizes: "x" is not a positive integer`},
 		{[]string{"-interval", "-1s"}, "-interval must not be negative"},
+		{[]string{"-spaced-interval", "0s"}, "-spaced-interval must be positive"},
+		{[]string{"-spaced-n", "-1"}, "-spaced-n must not be negative"},
 		{[]string{"-baseline-n", "-2"}, "-baseline-n must not be negative"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 		{[]string{"-bogus"}, "flag provided but not defined"},
@@ -228,6 +231,16 @@ func TestGoals(t *testing.T) {
 		{nil, nil}, {nil, nil}, {f(900), b(false)}, {f(0), b(false)}, {nil, nil}, {f(8), b(false)}}
 	if diff := cmp.Diff(want, verdicts()); diff != "" {
 		t.Errorf("goals of a spaced run (-want +got):\n%s", diff)
+	}
+	// Back to back with the spaced scenario: its row judges the spaced
+	// print(1) goals, the back-to-back ones stay judged.
+	rep.Options.IntervalMS = 0
+	rep.Latency[keySpaced] = latency{P50: 4.5}
+	want = []verdict{{f(4.5), b(true)}, {nil, nil}, {nil, nil}, {nil, nil},
+		{f(30), b(true)}, {f(1.25), b(false)}, {f(40), b(true)}, {f(0.83), b(true)}, {f(0.75), b(true)},
+		{f(30), b(true)}, {f(30), b(false)}, {f(900), b(false)}, {f(0), b(false)}, {nil, nil}, {f(4.5), b(true)}}
+	if diff := cmp.Diff(want, verdicts()); diff != "" {
+		t.Errorf("goals of a back-to-back run with the spaced scenario (-want +got):\n%s", diff)
 	}
 }
 
