@@ -379,13 +379,11 @@ func newExecutor(ctx context.Context, cfg Config, b backend.Backend, log *slog.L
 	}
 	liveInstances.Store(e.instance, true)
 	go e.reaper()
-	if e.liveness != nil {
-		e.bg.Add(1)
-		go func() {
-			defer e.bg.Done()
-			e.sweepOrphans()
-		}()
-	}
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		e.sweepOrphans()
+	}()
 	e.pools.Store(e.startPools(cfg))
 	return e, nil
 }
@@ -434,27 +432,12 @@ func (e *Executor) reaper() {
 // a backend with liveness records (Kubernetes), servers whose record is
 // gone or stale.
 func (e *Executor) reapOrphans(ctx context.Context) (int, error) {
-	list, err := e.be.List(ctx, nil)
-	if err != nil {
-		return 0, fmt.Errorf("list sandboxes: %w", err)
-	}
 	check := &owner.Check{Self: e.self, PID: e.pid, Host: e.host, Open: instanceOpen, Liveness: e.liveness, Log: e.log}
 	check.Runtime, _ = e.be.(backend.Host)
 	alive := func(l map[string]string) bool { return check.Alive(ctx, ownerOf(l)) }
-	// A session's sandbox outlives the server that started it when a
-	// session record names it: the records' expiry decides its end.
-	named, err := e.sessions.recorded(ctx)
+	n, err := e.sweep().Orphans(ctx, alive)
 	if err != nil {
 		return 0, err
-	}
-	n := 0
-	for _, c := range list {
-		l := c.All()
-		if l[backend.LabelKind] == "" || c.Removing || named[c.ID] || alive(l) {
-			continue
-		}
-		e.removeContainer(c.ID)
-		n++
 	}
 	n += e.volumes.Reap(ctx, backend.LabelKind, leftoverVolumes(alive))
 	if h, ok := e.be.(backend.Host); ok {
@@ -463,16 +446,25 @@ func (e *Executor) reapOrphans(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// orphanSweep is how often a server on a backend with liveness records
-// looks for the sandboxes of servers that died (a replica that crashed
-// and was replaced by one with another instance id never comes back for
-// them).
-var orphanSweep = time.Minute
+// sweep finds the sandboxes no server would remove otherwise.
+func (e *Executor) sweep() owner.Sweep {
+	return owner.Sweep{Backend: e.be, Instance: e.instance, Named: e.sessions.recorded, Log: e.log,
+		Known:  func(id string) bool { e.mu.Lock(); defer e.mu.Unlock(); return e.live[id] != nil },
+		Remove: func(id string) { e.removeContainer(id) }}
+}
 
-// sweepOrphans runs reapOrphans every orphanSweep until the executor
-// closes.
+// sweepEvery is how often a server sweeps for dead servers' sandboxes
+// (with liveness records: a crashed replica never comes back for them)
+// and its own strays older than strayAge (when no start can own them).
+var (
+	sweepEvery   = time.Minute
+	strayAge     = startupTimeout + time.Minute
+	sandboxKinds = []string{backend.KindTransient, backend.KindPersistent, KindInstaller}
+)
+
+// sweepOrphans sweeps every sweepEvery until the executor closes.
 func (e *Executor) sweepOrphans() {
-	t := time.NewTicker(orphanSweep)
+	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -480,14 +472,19 @@ func (e *Executor) sweepOrphans() {
 			return
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			n, err := e.reapOrphans(ctx)
-			cancel()
-			switch {
-			case err != nil:
-				e.log.Warn("looking for sandboxes of servers that are gone failed", "error", err)
-			case n > 0:
-				e.log.Info("removed sandboxes of servers that are gone", "count", n)
+			if e.liveness != nil {
+				n, err := e.reapOrphans(ctx)
+				switch {
+				case err != nil:
+					e.log.Warn("looking for sandboxes of servers that are gone failed", "error", err)
+				case n > 0:
+					e.log.Info("removed sandboxes of servers that are gone", "count", n)
+				}
 			}
+			if _, err := e.sweep().Strays(ctx, strayAge, sandboxKinds...); err != nil {
+				e.log.Warn("looking for sandboxes this server lost track of failed", "error", err)
+			}
+			cancel()
 		}
 	}
 }
@@ -551,6 +548,9 @@ func (e *Executor) Close(ctx context.Context) error {
 		return fmt.Errorf("close executor: %w", ctx.Err())
 	}
 	e.retryRemovals()
+	if _, err := e.sweep().Strays(ctx, 0, sandboxKinds...); err != nil {
+		e.log.Warn("looking for sandboxes this server lost track of failed; the next server to start removes them", "error", err)
+	}
 	vctx, vcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	e.volumes.Reap(vctx, backend.LabelKind, leftoverVolumes(func(l map[string]string) bool { return l[backend.LabelInstance] != e.instance }))
 	vcancel()

@@ -377,15 +377,94 @@ func TestFakeCloseEndsEverything(t *testing.T) {
 	}
 }
 
+// strays adopts, in fc, a sandbox of kind labelled as instance's own that
+// instance never tracked (what a start that lost the backend half way and
+// could not clean up leaves).
+func stray(fc fake.Cluster, kind, instance string) string {
+	return fc.Adopt(sandboxSpec(config.Default().Docker, Limits{}, sandboxMeta{Kind: kind, PID: 1, Host: "h", Instance: instance, Created: time.Now()}))
+}
+
+// TestFakeSweepsStrays: a server's reaper removes a sandbox labelled with
+// its instance that it does not track, once older than strayAge (a start
+// that could still own it has ended by then), and leaves younger ones,
+// its sessions' sandboxes (their records name them), the backend's own
+// helpers and other servers' sandboxes.
+func TestFakeSweepsStrays(t *testing.T) {
+	oldEvery, oldAge := sweepEvery, strayAge
+	sweepEvery, strayAge = 50*time.Millisecond, 500*time.Millisecond
+	t.Cleanup(func() { sweepEvery, strayAge = oldEvery, oldAge })
+	es, fc := newReplicas(t, 2, nil)
+	ctx := tctx(t, time.Minute)
+	if _, _, err := es[0].Persistent(ctx, "", Request{Owner: "alice", Code: "set x kept"}); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := fc.Sessions(ctx, "alice")
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("session records: %v, %v", recs, err)
+	}
+	fc.SetAlive("elsewhere", true)
+	lost := stray(fc, backend.KindTransient, es[0].instance)
+	helper := stray(fc, backend.KindNetwork, es[0].instance)
+	foreign := stray(fc, backend.KindTransient, "elsewhere")
+	if n, err := es[0].sweep().Strays(ctx, time.Hour, sandboxKinds...); err != nil || n != 0 || !fc.Has(lost) {
+		t.Fatalf("Strays(1h) = %d, %v; stray present %v: want a young stray kept", n, err, fc.Has(lost))
+	}
+	eventually(t, "the reaper removes the stray once older than strayAge", func() bool { return !fc.Has(lost) })
+	for what, id := range map[string]string{"the session's sandbox": recs[0].Sandbox, "the backend's helper": helper, "another server's sandbox": foreign} {
+		if !fc.Has(id) {
+			t.Errorf("%s was removed by the stray sweep", what)
+		}
+	}
+}
+
+// TestFakeCloseRemovesStrays: Close removes every sandbox labelled with
+// the server's instance that it does not track, however young, and keeps
+// the sandboxes of sessions other servers go on with.
+func TestFakeCloseRemovesStrays(t *testing.T) {
+	es, fc := newReplicas(t, 2, nil)
+	ctx := tctx(t, time.Minute)
+	if _, _, err := es[0].Persistent(ctx, "", Request{Owner: "alice", Code: "set x kept"}); err != nil {
+		t.Fatal(err)
+	}
+	lost := []string{stray(fc, backend.KindPersistent, es[0].instance), stray(fc, backend.KindTransient, es[0].instance), stray(fc, KindInstaller, es[0].instance)}
+	other := stray(fc, backend.KindTransient, es[1].instance)
+	if err := es[0].Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range lost {
+		if fc.Has(id) {
+			t.Errorf("stray %s (%s) is still there after Close", id, kind(fc, ctx, id))
+		}
+	}
+	if !fc.Has(other) {
+		t.Error("Close removed a sandbox of another server")
+	}
+	recs, err := fc.Sessions(ctx, "alice")
+	if err != nil || len(recs) != 1 || !fc.Has(recs[0].Sandbox) {
+		t.Fatalf("the session after Close: records %v, %v; want its sandbox kept for the other replica", recs, err)
+	}
+}
+
+// kind is the kind label of fc's sandbox id ("" when gone).
+func kind(fc fake.Cluster, ctx context.Context, id string) string {
+	list, _ := fc.List(ctx, nil)
+	for _, c := range list {
+		if c.ID == id {
+			return c.Labels[backend.LabelKind]
+		}
+	}
+	return ""
+}
+
 // TestFakeReapsDeadReplicas: on a backend with liveness records a server
 // removes the sandboxes of a server whose record is gone, wherever that
 // server ran, at its start and, for one that dies later, in its periodic
 // sweep; it keeps those of servers whose record is fresh; it holds its own
 // record while open and deletes it on Close.
 func TestFakeReapsDeadReplicas(t *testing.T) {
-	old := orphanSweep
-	orphanSweep = 50 * time.Millisecond
-	t.Cleanup(func() { orphanSweep = old })
+	old := sweepEvery
+	sweepEvery = 50 * time.Millisecond
+	t.Cleanup(func() { sweepEvery = old })
 	fb := fake.New()
 	lb := fake.Liveness{Backend: fb}
 	spec := func(instance string) backend.Spec {

@@ -158,6 +158,8 @@ for i in $(seq 60); do
   left=$(kc -n python-docker-mcp-sandboxes get pods -o name | wc -l)
   [ "$left" = 0 ] && break; sleep 1
 done
+sleep 1   # the logs' last lines reach the files
+grep -h -E 'stopping|stopped|lost track|removing sandboxes' $W/*.log | sed 's/^/  | /' || true
 if [ "$left" = 0 ]; then
   pass "the replicas removed their sandbox Pods when they stopped"
 else

@@ -129,9 +129,12 @@ func runServe(ctx context.Context, g *global, l *config.Loaded, args []string, s
 	defer func() {
 		cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer ccancel()
+		log.Info("stopping: removing this server's sandboxes", "instance", exec.Instance())
 		if err := exec.Close(cctx); err != nil {
 			log.Error("removing sandboxes at shutdown", "err", err)
+			return
 		}
+		log.Info("stopped: this server's sandboxes are removed (sessions others share stay with them)", "instance", exec.Instance())
 	}()
 
 	// One owner of the configuration in force: the policy, the executor

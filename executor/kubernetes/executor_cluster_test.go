@@ -25,7 +25,7 @@ import (
 
 // TestClusterExecutor runs the executor itself on Pods: transient calls
 // with state, a persistent session, the time limit, OOM, cleanup, a warm
-// pool, and Close leaving no Pod behind. The same behaviour on Docker is
+// pool, and Close leaving no Pod behind (one it lost track of included). The same behaviour on Docker is
 // held by package executor's tests.
 func TestClusterExecutor(t *testing.T) {
 	b := newCluster(t, "")
@@ -119,6 +119,16 @@ func TestClusterExecutor(t *testing.T) {
 			if _, err := e.Install(ctx, executor.InstallRequest{Owner: "alice", Name: "tabulate"}); err == nil || !strings.Contains(err.Error(), "docker backend") {
 				t.Errorf("install-package on Kubernetes: %v, want an error saying it needs the docker backend", err)
 			}
+			// A Pod labelled as this executor's that it never tracked: what a
+			// start leaves when the API server goes away while the Pod
+			// starts (its clean-up fails too). Close removes it as well.
+			spec := pythonSpec("close-stray", "import time; time.sleep(600)")
+			spec.Labels[backend.LabelInstance] = e.Instance()
+			stray, err := b.Create(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stray.Close()
 			if err := e.Close(ctx); err != nil {
 				t.Fatal(err)
 			}

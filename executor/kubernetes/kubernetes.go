@@ -193,10 +193,17 @@ func (b *Backend) create(ctx context.Context, spec backend.Spec) (*backend.Sandb
 	removeOnError := func(err error) error {
 		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if rmErr := b.Remove(rmCtx, name); rmErr != nil {
-			return fmt.Errorf("%w (and removing pod %s/%s failed: %v)", err, b.cfg.Namespace, name, rmErr)
+		var away backoff
+		for {
+			rmErr := b.Remove(rmCtx, name)
+			if rmErr == nil {
+				return err
+			}
+			if !apiAway(rmErr) || !away.wait(rmCtx) {
+				// The server's sweep of its strays removes the Pod later.
+				return fmt.Errorf("%w (and removing pod %s/%s failed: %v)", err, b.cfg.Namespace, name, rmErr)
+			}
 		}
-		return err
 	}
 	created, err := pods.Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
@@ -277,14 +284,22 @@ func (b *Backend) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 	pods := b.client.CoreV1().Pods(b.cfg.Namespace)
 	sel := fields.OneTermEqualSelector("metadata.name", pod.Name).String()
 	last := pod
+	// An API server that goes away (restarts) while the Pod starts is
+	// waited for, until ctx ends: the Pod started all the same, and a
+	// start that gave up could not remove it either.
+	var away backoff
 	for {
 		if done, err := b.startState(last); done {
 			return err
 		}
 		w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: last.ResourceVersion})
 		if err != nil {
+			if apiAway(err) && away.wait(ctx) {
+				continue
+			}
 			return b.wrapWait(last, b.apiErr("watch sandbox pod", err))
 		}
+		away.reset()
 		for ev := range w.ResultChan() {
 			if ev.Type == watch.Deleted {
 				w.Stop()
@@ -306,11 +321,46 @@ func (b *Backend) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 		}
 		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
+			if apiAway(err) && away.wait(ctx) {
+				continue
+			}
 			return b.wrapWait(last, b.apiErr("get sandbox pod", err))
 		}
 		last = p
 	}
 }
+
+// apiUnreachable says whether err means the API server could not be
+// reached or did not answer in time.
+func apiUnreachable(err error) bool {
+	var netErr net.Error
+	var urlErr *url.Error
+	return errors.As(err, &urlErr) || errors.As(err, &netErr) || apierrors.IsServiceUnavailable(err) ||
+		apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err)
+}
+
+// apiAway says whether err means the API server did not answer (down,
+// restarting, overloaded) rather than that it refused: worth waiting for.
+func apiAway(err error) bool {
+	return apiUnreachable(err) || apierrors.IsTooManyRequests(err) || apierrors.IsInternalError(err)
+}
+
+// backoff paces the retries of a start that lost the API server: 250 ms,
+// doubling up to 2 s.
+type backoff struct{ next time.Duration }
+
+// wait sleeps for the next pause; false when ctx ends first.
+func (p *backoff) wait(ctx context.Context) bool {
+	p.next = min(max(2*p.next, 250*time.Millisecond), 2*time.Second)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(p.next):
+		return true
+	}
+}
+
+func (p *backoff) reset() { p.next = 0 }
 
 // wrapWait adds the Pod's last known status to an error of waitRunning.
 func (b *Backend) wrapWait(last *corev1.Pod, err error) error {
@@ -587,8 +637,6 @@ func podState(p *corev1.Pod) backend.State {
 // to do, wrapping backend.ErrNotFound or backend.ErrUnavailable.
 func (b *Backend) apiErr(what string, err error) error {
 	ns := b.cfg.Namespace
-	var netErr net.Error
-	var urlErr *url.Error
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// The caller's ctx ended: not the API's fault.
@@ -602,8 +650,8 @@ func (b *Backend) apiErr(what string, err error) error {
 		return fmt.Errorf("%w: %s: the kubernetes API refused it (%v): the server's account needs pods create/get/list/watch/delete and pods/attach in namespace %s (examples/kubernetes/rbac.yaml)", backend.ErrUnavailable, what, err, ns)
 	case apierrors.IsInvalid(err):
 		return fmt.Errorf("%w: %s: %v", backend.ErrInvalidSpec, what, err)
-	case errors.As(err, &urlErr), errors.As(err, &netErr), apierrors.IsServiceUnavailable(err), apierrors.IsTimeout(err), apierrors.IsServerTimeout(err):
-		return fmt.Errorf("%w: %s: kubernetes API at %s: %v (is the cluster up, and kubernetes.kubeconfig right?)", backend.ErrUnavailable, what, b.rest.Host, err)
+	case apiUnreachable(err):
+		return fmt.Errorf("%w: %s: kubernetes API at %s: %w (is the cluster up, and kubernetes.kubeconfig right?)", backend.ErrUnavailable, what, b.rest.Host, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
