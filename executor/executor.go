@@ -288,9 +288,8 @@ type Executor struct {
 	done      chan struct{}
 	topping   atomic.Bool    // a Preparer backend readies a namespace (topUpNetworks)
 	bg        sync.WaitGroup // pool upkeep, creations, background removals
-	// bgMu guards bg.Add against Close's bg.Wait (bgShut). A leaf lock,
-	// apart from mu: the pools call bgAdd and closing under their own
-	// locks, and Reload and Close reach those locks with mu held.
+	// bgMu guards bg.Add against Close's bg.Wait (bgShut): a leaf lock, as
+	// the pools call bgAdd under their locks, which Reload takes under mu.
 	bgMu   sync.Mutex
 	bgShut bool
 	calls  atomic.Int64   // runs in progress

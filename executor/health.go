@@ -15,8 +15,7 @@ func (e *Executor) Instance() string { return e.instance }
 // Ping says whether what runs the sandboxes answers now: the backend's own
 // check (backend.Pinger: the Docker daemon, the Kubernetes API server);
 // nil on a backend without one (a test's fake). An error wraps
-// ErrDockerUnavailable (backend.ErrUnavailable). The server's /healthz
-// calls it. Safe for concurrent use.
+// ErrDockerUnavailable (backend.ErrUnavailable). /healthz calls it.
 func (e *Executor) Ping(ctx context.Context) error {
 	if p, ok := e.be.(backend.Pinger); ok {
 		return p.Ping(ctx)
