@@ -17,8 +17,8 @@ import (
 
 // A backend that cannot be reached fails calls with ErrDockerUnavailable,
 // transient calls and new sessions alike, and once it is back calls run
-// again with nothing to restart. TestDockerGoesAwayAndComesBack holds the
-// same with the real daemon behind a proxy.
+// again with nothing to restart. TestDockerGoesAwayAndComesBack (in
+// executor/docker) holds the same with the real daemon behind a proxy.
 func TestFakeBackendGoesAwayAndComesBack(t *testing.T) {
 	fb := fake.New()
 	var down atomic.Bool

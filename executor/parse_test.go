@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 )
 
 func TestParse(t *testing.T) {
@@ -29,7 +30,7 @@ func TestParse(t *testing.T) {
 	if err != nil || se == nil || se.Type != "IndentationError" || se.Line != 2 {
 		t.Errorf("Parse(unindented block) = %+v, %v; want an IndentationError on line 2", se, err)
 	}
-	if n := settled(t, cli, backend.LabelKind+"="+backend.KindTransient); n != 0 {
+	if n := dockertest.Settled(t, cli, backend.LabelKind+"="+backend.KindTransient); n != 0 {
 		t.Errorf("%d transient containers after the parses, want 0", n)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
 
@@ -52,13 +53,13 @@ func TestPersistentSession(t *testing.T) {
 	if err := e.Cleanup(tctx(t, time.Minute), "bob", id); !errors.Is(err, ErrUnknownSession) {
 		t.Errorf("bob cleaning alice's session: %v, want ErrUnknownSession", err)
 	}
-	if n := ourContainers(t, cli, backend.LabelSession+"="+id); n != 1 {
+	if n := dockertest.Ours(t, cli, backend.LabelSession+"="+id); n != 1 {
 		t.Fatalf("%d containers for the session, want 1", n)
 	}
 	if err := e.Cleanup(tctx(t, time.Minute), "alice", id); err != nil {
 		t.Fatal(err)
 	}
-	if n := ourContainers(t, cli, backend.LabelSession+"="+id); n != 0 {
+	if n := dockertest.Ours(t, cli, backend.LabelSession+"="+id); n != 0 {
 		t.Errorf("%d containers for the session after cleanup, want 0", n)
 	}
 	_, _, err := e.Persistent(tctx(t, time.Minute), id, Request{Owner: "alice", Code: "1"})
@@ -103,7 +104,7 @@ func TestPersistentExpiry(t *testing.T) {
 	if _, _, err := e.Persistent(tctx(t, time.Minute), a, Request{Owner: "bob", Code: "x"}); !errors.Is(err, ErrUnknownSession) {
 		t.Errorf("bob asking for alice's expired session: %v, want ErrUnknownSession", err)
 	}
-	if n := settled(t, cli, backend.LabelKind+"="+backend.KindPersistent); n != 0 {
+	if n := dockertest.Settled(t, cli, backend.LabelKind+"="+backend.KindPersistent); n != 0 {
 		t.Errorf("%d session containers after expiry, want 0", n)
 	}
 }

@@ -24,6 +24,15 @@ func poolExec(t *testing.T, size int, preload ...string) (*Executor, *dockertest
 	return e, cli
 }
 
+// hasCode says the executor has the runner's compiled code.
+func hasCode(e *Executor) bool {
+	_, _, ok := e.runner.Code()
+	return ok
+}
+
+// denyAll denies every capability class.
+var denyAll = &Capabilities{}
+
 func waitPoolFull(t testing.TB, e *Executor) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
@@ -112,14 +121,14 @@ func TestPoolReplacesKilledSandbox(t *testing.T) {
 
 func TestPoolShutdown(t *testing.T) {
 	e, cli := poolExec(t, 3)
-	if n := ourContainers(t, cli, backend.LabelInstance+"="+e.instance); n != 4 {
+	if n := dockertest.Ours(t, cli, backend.LabelInstance+"="+e.instance); n != 4 {
 		t.Errorf("%d pooled containers, want 4 (3 transient, 1 for sessions)", n)
 	}
 	transient(t, e, Request{Code: "1"}) // a refill is under way during Close
 	if err := e.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := ourContainers(t, cli, backend.LabelInstance+"="+e.instance); n != 0 {
+	if n := dockertest.Ours(t, cli, backend.LabelInstance+"="+e.instance); n != 0 {
 		t.Errorf("%d containers after Close, want 0", n)
 	}
 }
@@ -131,7 +140,7 @@ func TestPoolSession(t *testing.T) {
 	if e.spool().Hits() != 1 {
 		t.Fatalf("the new session did not start from the pool")
 	}
-	if n := ourContainers(t, cli, backend.LabelSession+"="+id); n != 1 {
+	if n := dockertest.Ours(t, cli, backend.LabelSession+"="+id); n != 1 {
 		t.Errorf("%d containers labelled with the session id %s, want 1", n, id)
 	}
 	res, _ = persistent(t, e, id, Request{Owner: "o", Code: "x"})
@@ -146,7 +155,7 @@ func TestPoolSession(t *testing.T) {
 	if err := e.Cleanup(tctx(t, time.Minute), "o", id); err != nil {
 		t.Fatal(err)
 	}
-	if n := ourContainers(t, cli, backend.LabelSession+"="+id); n != 0 {
+	if n := dockertest.Ours(t, cli, backend.LabelSession+"="+id); n != 0 {
 		t.Errorf("%d containers of the cleaned-up session, want 0", n)
 	}
 }
@@ -240,7 +249,7 @@ func TestPoolBursts(t *testing.T) {
 	if err := e.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := ourContainers(t, cli, backend.LabelInstance+"="+e.instance); n != 0 {
+	if n := dockertest.Ours(t, cli, backend.LabelInstance+"="+e.instance); n != 0 {
 		t.Errorf("%d containers after Close, want 0", n)
 	}
 }
@@ -261,7 +270,7 @@ func TestPoolMissCancelled(t *testing.T) {
 	if err := e.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := ourContainers(t, cli, backend.LabelInstance+"="+e.instance); n != 0 {
+	if n := dockertest.Ours(t, cli, backend.LabelInstance+"="+e.instance); n != 0 {
 		t.Errorf("%d containers after Close, want 0", n)
 	}
 }
@@ -359,66 +368,6 @@ func TestPoolHandsOutRunnerCode(t *testing.T) {
 	if e.pool().Hits() < 4 {
 		t.Errorf("%d calls served from the pool, want the sandboxes under test to be pooled ones", e.pool().Hits())
 	}
-}
-
-// With a pool, the executor has its sandboxes mount the image's
-// interpreter tree (/usr) read-only from a volume, filled once per image
-// and shared by servers: it outlives Close, and the next executor mounts
-// it without filling it again.
-func TestTreeVolume(t *testing.T) {
-	e, cli := poolExec(t, 2)
-	lib := waitTree(t, e)
-	if !strings.HasSuffix(lib, "-usr") {
-		t.Fatalf("tree volume %q, want one over /usr", lib)
-	}
-	for range 3 { // the sandboxes made before the volume are used up
-		wantStatus(t, transient(t, e, Request{Code: "print(1)"}), "ok")
-	}
-	waitPoolFull(t, e)
-	code := `import os, sys
-opts = [l.split()[5] for l in open("/proc/self/mountinfo") if l.split()[4] == "/usr"]
-try:
-    open("/usr/lib/planted.py", "w")
-    wrote = True
-except OSError:
-    wrote = False
-import json, email.parser
-print(sys.executable, opts[-1].split(",")[0] if opts else "not a mount", wrote, os.path.exists("/usr/.python-docker-mcp-tree"))`
-	res := transient(t, e, Request{Code: code, Imports: gated(t, code)})
-	wantStatus(t, res, "ok")
-	if want := "/usr/bin/python3 ro False True\n"; res.Stdout != want {
-		t.Errorf("a pooled sandbox's /usr (interpreter, mount option, written, marker): %q, want %q", res.Stdout, want)
-	}
-	before, err := cli.VolumeCreated(context.Background(), lib)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	e2, _ := poolExec(t, 1)
-	lib2 := waitTree(t, e2)
-	after, err := cli.VolumeCreated(context.Background(), lib2)
-	if err != nil {
-		t.Fatalf("volume %s gone after Close: %v", lib, err)
-	}
-	if lib2 != lib || after != before {
-		t.Errorf("the next executor mounts %s created %s, want the same volume %s created %s", lib2, after, lib, before)
-	}
-}
-
-// waitTree waits up to two minutes (a first fill copies 700 MB) for e's
-// tree volume.
-func waitTree(t *testing.T, e *Executor) string {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for dockerOf(t, e).TreeVolume() == "" {
-		if time.Now().After(deadline) {
-			t.Fatal("no interpreter tree volume after two minutes")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return dockerOf(t, e).TreeVolume()
 }
 
 // A frozen pooled sandbox (docker pause) is never handed a call: it does

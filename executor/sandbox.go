@@ -293,15 +293,6 @@ func (e *Executor) topUpNetworks() {
 	}()
 }
 
-// idleNetworks is the number of idle namespaces of a Preparer backend
-// (tests, bench).
-func (e *Executor) idleNetworks() int {
-	if p, ok := e.be.(backend.Preparer); ok {
-		return p.Idle()
-	}
-	return 0
-}
-
 // makeTree has a Tree backend copy the image's interpreter tree, which
 // holds the standard library stdlib (as a fresh sandbox reported it), for
 // later sandboxes to mount; in the background, until the executor closes.

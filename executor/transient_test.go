@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -27,51 +26,15 @@ func imports(pairs ...any) []analyze.Import {
 	return out
 }
 
-// ourContainers counts this process's sandboxes, optionally only those
-// with label=value.
-func ourContainers(t testing.TB, cli *dockertest.Daemon, label string) int {
+// gated returns the static gate's import facts for code, as the tool
+// layer sends them.
+func gated(t *testing.T, code string) []analyze.Import {
 	t.Helper()
-	labels := []string{ownLabel()}
-	if label != "" {
-		labels = append(labels, label)
-	}
-	list, err := cli.Containers(context.Background(), false, labels...)
+	f, err := analyze.Source([]byte(code), analyze.Options{})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("analyze %.60q: %v", code, err)
 	}
-	// The holders of network namespaces are not sandboxes: they are
-	// counted only when asked for by kind (Close removes them; TestMain
-	// checks that nothing of the process is left). Nor is the container
-	// that fills the interpreter tree volume, created and removed at once.
-	return countContainers(list, label == backend.LabelKind+"="+backend.KindNetwork)
-}
-
-// countContainers counts items; the holders of network namespaces and the
-// container that fills the interpreter tree volume only when holders is
-// set.
-func countContainers(items []dockertest.Container, holders bool) int {
-	n := 0
-	for _, c := range items {
-		if k := c.Labels[backend.LabelKind]; holders || (k != backend.KindNetwork && k != backend.KindTree) {
-			n++
-		}
-	}
-	return n
-}
-
-// settled waits up to 10 s for this process's sandboxes (with label=value,
-// if given) to be removed, and returns how many are left. Transient
-// sandboxes are removed in the background right after their call.
-func settled(t testing.TB, cli *dockertest.Daemon, label string) int {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		n := ourContainers(t, cli, label)
-		if n == 0 || time.Now().After(deadline) {
-			return n
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return f.Imports
 }
 
 func transient(t *testing.T, e *Executor, req Request) *Result {
@@ -101,7 +64,7 @@ func TestTransientPrint(t *testing.T) {
 	if res.Stdout != "1\n" || res.Result != nil {
 		t.Errorf("stdout %q result %v, want \"1\\n\" and no result", res.Stdout, res.Result)
 	}
-	if n := settled(t, cli, backend.LabelKind+"="+backend.KindTransient); n != 0 {
+	if n := dockertest.Settled(t, cli, backend.LabelKind+"="+backend.KindTransient); n != 0 {
 		t.Errorf("%d transient containers after the call, want 0", n)
 	}
 }
@@ -170,7 +133,7 @@ func TestTransientStateTooLarge(t *testing.T) {
 	if diff := cmp.Diff(want, res.StateTooLarge); diff != "" || string(res.State) != `{"n": 1}` || res.Stdout != "ran\n" || res.Result == nil || *res.Result != "2" {
 		t.Errorf("10 MB state out: state %.50s stdout %q result %v, too large (-want +got):\n%s", res.State, res.Stdout, res.Result, diff)
 	}
-	if n := settled(t, cli, ""); n != 0 {
+	if n := dockertest.Settled(t, cli, ""); n != 0 {
 		t.Errorf("%d containers left", n)
 	}
 }
@@ -253,20 +216,5 @@ func TestColdSandboxesLoadRunnerCode(t *testing.T) {
 	}
 	if st := e.Stats(); st.RunnersCompiled != 1 || st.RunnersLoaded != 2 {
 		t.Errorf("runners compiled %d, loaded %d; want 1 (the first sandbox, asked for its code) and 2", st.RunnersCompiled, st.RunnersLoaded)
-	}
-}
-
-// A tree volume that is gone (Docker mounts an empty one in its place)
-// costs no call: the sandbox that fails to start is retried without it,
-// and the executor stops mounting it.
-func TestTreeVolumeGone(t *testing.T) {
-	name := "python-docker-mcp-tree-gone-" + randomHex(4)
-	e, cli := newExec(t, nil)
-	t.Cleanup(func() { cli.RemoveVolume(context.Background(), name) })
-	dockerOf(t, e).UseTreeVolume(name, "/usr")
-	res := transient(t, e, Request{Code: "print(1)"})
-	wantStatus(t, res, "ok")
-	if dockerOf(t, e).TreeVolume() != "" {
-		t.Errorf("the executor still mounts the empty volume")
 	}
 }

@@ -1,4 +1,4 @@
-package executor
+package docker_test
 
 import (
 	"slices"
@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/python-docker-mcp/python-docker-mcp/executor"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 )
 
 // countingCPU is a cpu function for the measurements whose every reading
@@ -18,7 +20,7 @@ func (c *countingCPU) read() time.Duration {
 	return c.n
 }
 
-func phaseNames(ph []Phase) []string {
+func phaseNames(ph []executor.Phase) []string {
 	var names []string
 	for _, p := range ph {
 		names = append(names, p.Name)
@@ -28,7 +30,7 @@ func phaseNames(ph []Phase) []string {
 
 // checkPhases fails unless ph has exactly the names, each phase took some
 // wall time and its CPU is one reading's growth.
-func checkPhases(t *testing.T, what string, ph []Phase, names ...string) {
+func checkPhases(t *testing.T, what string, ph []executor.Phase, names ...string) {
 	t.Helper()
 	if got := phaseNames(ph); !slices.Equal(got, names) {
 		t.Fatalf("%s phases %v, want %v", what, got, names)
@@ -53,9 +55,6 @@ func TestMeasureSandboxAndEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkPhases(t, "sandbox", ph, "create", "attach", "start", "ready", "preload", "remove")
-	if !hasCode(e) {
-		t.Error("the first measured sandbox did not hand out the runner's code")
-	}
 
 	cpu = &countingCPU{}
 	ph, err = e.MeasureEmpty(ctx, cpu.read)
@@ -63,8 +62,15 @@ func TestMeasureSandboxAndEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkPhases(t, "empty container", ph, "create", "start", "exit", "remove")
-	if n := ourContainers(t, cli, backend.LabelInstance+"="+e.instance); n != 0 {
+	if n := dockertest.Ours(t, cli, backend.LabelInstance+"="+e.Instance()); n != 0 {
 		t.Errorf("%d measured container(s) left", n)
+	}
+
+	// The first measured sandbox handed out the runner's code: the next
+	// sandbox loads it instead of compiling the runner.
+	wantStatus(t, transient(t, e, executor.Request{Code: "print(1)"}), "ok")
+	if st := e.Stats(); st.RunnersLoaded != 1 || st.RunnersCompiled != 0 {
+		t.Errorf("the sandbox after the measured ones: runners loaded %d, compiled %d; want 1 and 0 (the measured sandbox did not hand out the runner's code)", st.RunnersLoaded, st.RunnersCompiled)
 	}
 }
 
@@ -72,20 +78,14 @@ func TestMeasureSandboxAndEmpty(t *testing.T) {
 // names it and the image, and its container is removed all the same.
 func TestMeasureEmptyFails(t *testing.T) {
 	e, cli := newExec(t, nil)
-	saved := EmptyCommand
-	EmptyCommand = []string{"false"}
-	t.Cleanup(func() { EmptyCommand = saved })
+	saved := executor.EmptyCommand
+	executor.EmptyCommand = []string{"false"}
+	t.Cleanup(func() { executor.EmptyCommand = saved })
 	_, err := e.MeasureEmpty(tctx(t, time.Minute), (&countingCPU{}).read)
-	if err == nil || !strings.Contains(err.Error(), `"false" exited with status 1`) || !strings.Contains(err.Error(), e.config().Docker.Image) {
+	if err == nil || !strings.Contains(err.Error(), `"false" exited with status 1`) || !strings.Contains(err.Error(), configOf(t, e).Docker.Image) {
 		t.Errorf("MeasureEmpty of `false`: %v; want an error naming the command, its status and the image", err)
 	}
-	if n := ourContainers(t, cli, backend.LabelInstance+"="+e.instance); n != 0 {
+	if n := dockertest.Ours(t, cli, backend.LabelInstance+"="+e.Instance()); n != 0 {
 		t.Errorf("%d container(s) left after the failed measurement", n)
 	}
-}
-
-// hasCode says the executor has the runner's compiled code.
-func hasCode(e *Executor) bool {
-	_, _, ok := e.runner.Code()
-	return ok
 }

@@ -1,4 +1,4 @@
-package executor
+package docker_test
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 )
@@ -33,17 +34,10 @@ func TestServerProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := e.Persistent(context.Background(), "", Request{Code: "x = 1"}); err != nil {
+	if _, _, err := e.Persistent(context.Background(), "", executor.Request{Code: "x = 1"}); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []*sandboxPool{e.pool(), e.spool()} {
-		for p != nil {
-			if _, size, idle, _, _ := p.Stats(); idle >= size {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	waitPoolFull(t, e)
 	os.Stdout.WriteString("ready\n")
 	<-ctx.Done()
 	if err := e.Close(context.Background()); err != nil {
@@ -99,7 +93,7 @@ func countOf(t *testing.T, cli *dockertest.Daemon, pid int, running, holders boo
 	if err != nil {
 		t.Fatal(err)
 	}
-	return countContainers(list, holders)
+	return dockertest.Sandboxes(list, holders)
 }
 
 func TestShutdown(t *testing.T) {

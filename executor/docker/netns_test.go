@@ -1,4 +1,4 @@
-package executor
+package docker_test
 
 import (
 	"context"
@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/backend"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/docker"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 )
 
 // netCode prints the run's network namespace, then what it was asked to
@@ -58,19 +61,19 @@ func netTime(t *testing.T, out, key string) float64 {
 // time uses it, and the next one finds nothing of the previous one there.
 func TestNetworkLease(t *testing.T) {
 	e, cli := newExec(t, nil)
-	holders := func() int { return ourContainers(t, cli, backend.LabelKind+"="+backend.KindNetwork) }
+	holders := func() int { return dockertest.Ours(t, cli, backend.LabelKind+"="+backend.KindNetwork) }
 
 	// A listener that a run left in its namespace is gone for the next run
 	// of the same namespace, which can bind the same port. (A run's
 	// container is removed after the call returns; the namespace is
 	// leased again once it is.)
 	gone := func() {
-		if n := settled(t, cli, backend.LabelKind+"="+backend.KindTransient); n != 0 {
+		if n := dockertest.Settled(t, cli, backend.LabelKind+"="+backend.KindTransient); n != 0 {
 			t.Fatalf("%d transient containers 10 s after the call", n)
 		}
-		for deadline := time.Now().Add(10 * time.Second); e.idleNetworks() != holders(); time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(10 * time.Second); dockerOf(t, e).Idle() != holders(); time.Sleep(20 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%d of %d holders idle 10 s after their sandboxes went", e.idleNetworks(), holders())
+				t.Fatalf("%d of %d holders idle 10 s after their sandboxes went", dockerOf(t, e).Idle(), holders())
 			}
 		}
 	}
@@ -96,7 +99,7 @@ func TestNetworkLease(t *testing.T) {
 	// Two runs at once have two namespaces: the second cannot reach the
 	// first one's listener while it listens.
 	var wg sync.WaitGroup
-	var listener *Result
+	var listener *executor.Result
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -107,10 +110,10 @@ func TestNetworkLease(t *testing.T) {
 		}
 		listener = res
 	}()
-	var other *Result
+	var other *executor.Result
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
-		if n := ourContainers(t, cli, backend.LabelKind+"="+backend.KindTransient); n > 0 {
+		if n := dockertest.Ours(t, cli, backend.LabelKind+"="+backend.KindTransient); n > 0 {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -140,7 +143,7 @@ func TestNetworkLease(t *testing.T) {
 
 	// A holder killed from outside is replaced: the next run still runs,
 	// and the dead holder is not left behind.
-	list, err := cli.Containers(context.Background(), false, ownLabel(), backend.LabelKind+"="+backend.KindNetwork)
+	list, err := cli.Containers(context.Background(), false, dockertest.OwnLabel(), backend.LabelKind+"="+backend.KindNetwork)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +154,7 @@ func TestNetworkLease(t *testing.T) {
 	}
 	d := transient(t, e, netReq(t, 45681, "bind"))
 	wantStatus(t, d, "ok")
-	running, err := cli.Containers(context.Background(), true, ownLabel(), backend.LabelKind+"="+backend.KindNetwork)
+	running, err := cli.Containers(context.Background(), true, dockertest.OwnLabel(), backend.LabelKind+"="+backend.KindNetwork)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,9 +163,9 @@ func TestNetworkLease(t *testing.T) {
 	}
 }
 
-func netReq(t *testing.T, port int, what string) Request {
+func netReq(t *testing.T, port int, what string) executor.Request {
 	code := netCode(port, what)
-	return Request{Code: code, Imports: gated(t, code)}
+	return executor.Request{Code: code, Imports: gated(t, code)}
 }
 
 // TestNetworkHoldersReady: with the pool on, the executor starts holders
@@ -170,44 +173,44 @@ func netReq(t *testing.T, port int, what string) Request {
 // burst's cold starts lease one instead of starting it; Close removes them.
 func TestNetworkHoldersReady(t *testing.T) {
 	e, cli := poolExec(t, 1)
-	floor := e.holderFloor()
+	floor := holderFloor(configOf(t, e))
 	if floor < 2 {
 		t.Fatalf("holder floor %d", floor)
 	}
 	deadline := time.Now().Add(time.Minute)
-	for e.idleNetworks() < floor {
+	for dockerOf(t, e).Idle() < floor {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d idle holders a minute after the pool filled, want %d", e.idleNetworks(), floor)
+			t.Fatalf("%d idle holders a minute after the pool filled, want %d", dockerOf(t, e).Idle(), floor)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(2 * time.Second)
-	if n := e.idleNetworks(); n != floor {
+	if n := dockerOf(t, e).Idle(); n != floor {
 		t.Errorf("%d idle holders with nothing running, want the floor %d", n, floor)
 	}
 	// Cold starts (tighter limits than the pool's) lease ready holders.
-	before := ourContainers(t, cli, backend.LabelKind+"="+backend.KindNetwork)
-	t.Logf("idle %d, all %d, sandboxes %d", e.idleNetworks(), dockerOf(t, e).Holders(), ourContainers(t, cli, ""))
+	before := dockertest.Ours(t, cli, backend.LabelKind+"="+backend.KindNetwork)
+	t.Logf("idle %d, all %d, sandboxes %d", dockerOf(t, e).Idle(), dockerOf(t, e).Holders(), dockertest.Ours(t, cli, ""))
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := e.Transient(tctx(t, time.Minute), Request{Code: "print(1)", Limits: Limits{Memory: 200 << 20}})
+			res, err := e.Transient(tctx(t, time.Minute), executor.Request{Code: "print(1)", Limits: executor.Limits{Memory: 200 << 20}})
 			if err != nil || res.Status != "ok" {
 				t.Errorf("cold call: %v %+v", err, res)
 			}
 		}()
 	}
 	wg.Wait()
-	if e.pool().Misses() < 2 {
-		t.Errorf("%d pool misses, want the 2 calls started cold", e.pool().Misses())
+	if transientMisses(e) < 2 {
+		t.Errorf("%d pool misses, want the 2 calls started cold", transientMisses(e))
 	}
-	t.Logf("holders: %d before the cold calls, %d after", before, ourContainers(t, cli, backend.LabelKind+"="+backend.KindNetwork))
+	t.Logf("holders: %d before the cold calls, %d after", before, dockertest.Ours(t, cli, backend.LabelKind+"="+backend.KindNetwork))
 	if err := e.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := ourContainers(t, cli, backend.LabelKind+"="+backend.KindNetwork); n != 0 {
+	if n := dockertest.Ours(t, cli, backend.LabelKind+"="+backend.KindNetwork); n != 0 {
 		t.Errorf("%d holders after Close", n)
 	}
 }
@@ -223,13 +226,32 @@ func TestNetworkLeaseFallback(t *testing.T) {
 	if !strings.Contains(res.Stdout, "bound") {
 		t.Errorf("run without a holder: %q", res.Stdout)
 	}
-	if n := ourContainers(t, cli, backend.LabelKind+"="+backend.KindNetwork); n != 0 {
+	if n := dockertest.Ours(t, cli, backend.LabelKind+"="+backend.KindNetwork); n != 0 {
 		t.Errorf("%d holders left after failed starts, want 0", n)
 	}
 	restore()
 	res = transient(t, e, netReq(t, 45682, "bind"))
 	wantStatus(t, res, "ok")
-	if n := ourContainers(t, cli, backend.LabelKind+"="+backend.KindNetwork); n != 1 {
+	if n := dockertest.Ours(t, cli, backend.LabelKind+"="+backend.KindNetwork); n != 1 {
 		t.Errorf("%d holders once they start again, want 1", n)
 	}
+}
+
+// holderFloor is how many idle holders an executor with configuration c
+// keeps ready while it has nothing else to start (the executor's
+// holderFloor): enough for the creations its pools run at once plus calls
+// that start cold, within the most it keeps idle (pool.max_size plus
+// those creations, at least 4).
+func holderFloor(c config.Config) int {
+	return min(2*c.Pool.MaxConcurrentCreations+2, max(c.Pool.MaxSize+c.Pool.MaxConcurrentCreations, 4))
+}
+
+// transientMisses is how many calls e's transient pool could not serve.
+func transientMisses(e *executor.Executor) int64 {
+	for _, p := range e.Stats().Pools {
+		if p.Kind == backend.KindTransient {
+			return p.Misses
+		}
+	}
+	return 0
 }

@@ -1,4 +1,4 @@
-package executor
+package docker_test
 
 import (
 	"strings"
@@ -6,19 +6,12 @@ import (
 	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
-	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
+	"github.com/python-docker-mcp/python-docker-mcp/executor"
 )
 
-// gated returns the static gate's import facts for code, as the tool
-// layer sends them.
-func gated(t *testing.T, code string) []analyze.Import {
-	t.Helper()
-	f, err := analyze.Source([]byte(code), analyze.Options{})
-	if err != nil {
-		t.Fatalf("analyze %.60q: %v", code, err)
-	}
-	return f.Imports
-}
+// invalidReply is the executor's reason (sandbox.go) for a call whose
+// sandbox answered with something that is not a reply to it.
+const invalidReply = "the sandbox sent an invalid reply"
 
 // forger is Python that tries every way the runner used to be reachable
 // from user code to answer request `target` with a forged result "666":
@@ -83,9 +76,9 @@ def keep_forging():
         time.sleep(0.01)
 threading.Thread(target=keep_forging, daemon=True).start()
 `
-		_, id := persistent(t, e, "", Request{Owner: "o", Code: code, Imports: gated(t, code)})
+		_, id := persistent(t, e, "", executor.Request{Owner: "o", Code: code, Imports: gated(t, code)})
 		for i := 0; i < 5; i++ {
-			res, _ := persistent(t, e, id, Request{Owner: "o", Code: "6 * 7"})
+			res, _ := persistent(t, e, id, executor.Request{Owner: "o", Code: "6 * 7"})
 			if res.Result != nil && *res.Result == "666" {
 				t.Fatalf("call %d answered by the forger: %+v", i, res)
 			}
@@ -100,7 +93,7 @@ threading.Thread(target=keep_forging, daemon=True).start()
 				t.Errorf("call %d: status %s %+v, want ok or killed with %q", i, res.Status, res.Error, invalidReply)
 			}
 		}
-		res, _ := persistent(t, e, id, Request{Owner: "o", Code: "sorted({r for r in log if not r.startswith('fd')}) if 'log' in globals() else []"})
+		res, _ := persistent(t, e, id, executor.Request{Owner: "o", Code: "sorted({r for r in log if not r.startswith('fd')}) if 'log' in globals() else []"})
 		if res.Result != nil && *res.Result != "[]" {
 			t.Errorf("the forger reached the runner through %s", *res.Result)
 		}
@@ -108,7 +101,7 @@ threading.Thread(target=keep_forging, daemon=True).start()
 
 	t.Run("frame walk and gc in the same call", func(t *testing.T) {
 		code := forger + "print(sorted(r for r in forge(1) if not r.startswith('fd')))\n6 * 7"
-		res := transient(t, e, Request{Code: code, Imports: gated(t, code)})
+		res := transient(t, e, executor.Request{Code: code, Imports: gated(t, code)})
 		if res.Status == "ok" && (res.Result == nil || *res.Result != "42" || res.Stdout != "[]\n") {
 			t.Errorf("forged frames: result %v stdout %q, want 42 and nothing reached", res.Result, res.Stdout)
 		}
@@ -130,7 +123,7 @@ for fd in range(1, 64):
     except OSError:
         pass
 `
-		res := transient(t, e, Request{Code: code, Imports: gated(t, code)})
+		res := transient(t, e, executor.Request{Code: code, Imports: gated(t, code)})
 		grew := heapGrowth()
 		if res.Status == "killed" {
 			if !strings.Contains(res.Error.Message, invalidReply) {
@@ -142,7 +135,7 @@ for fd in range(1, 64):
 		if res.Result != nil && *res.Result == "666" {
 			t.Errorf("forged result accepted")
 		}
-		if n := int64(len(res.Stdout) + len(res.Stderr)); n > 2*e.config().outputCap()+1024 {
+		if n := int64(len(res.Stdout) + len(res.Stderr)); n > 2*int64(configOf(t, e).Limits.MaxOutputBytes)+1024 {
 			t.Errorf("output of %d bytes, want at most twice the output cap", n)
 		}
 		if grew > 100<<20 {
@@ -162,13 +155,13 @@ for target in range(1, 8):
 while True:
     pass
 `
-		res := transient(t, e, Request{Code: code, Imports: gated(t, code), Limits: Limits{Timeout: 2 * time.Second}})
+		res := transient(t, e, executor.Request{Code: code, Imports: gated(t, code), Limits: executor.Limits{Timeout: 2 * time.Second}})
 		wantStatus(t, res, "timeout")
 	})
 }
 
 // denyAll denies every capability class.
-var denyAll = &Capabilities{}
+var denyAll = &executor.Capabilities{}
 
 // TestCapabilitiesDenied: with processes, sockets, pty and native code
 // denied, every route to them fails with the policy's PermissionError,
@@ -202,7 +195,7 @@ func TestCapabilitiesDenied(t *testing.T) {
 	}
 	for _, rt := range routes {
 		t.Run(rt.name, func(t *testing.T) {
-			res := transient(t, e, Request{Code: rt.code, Imports: gated(t, rt.code), Capabilities: denyAll})
+			res := transient(t, e, executor.Request{Code: rt.code, Imports: gated(t, rt.code), Capabilities: denyAll})
 			wantStatus(t, res, "error")
 			want := "policy.capabilities." + rt.class
 			if !strings.Contains(res.Error.Message, want) || !strings.Contains(res.Error.Message, "not allowed by the sandbox policy") {
@@ -213,7 +206,7 @@ func TestCapabilitiesDenied(t *testing.T) {
 	// ctypes reached through an allowed library is native code: refused
 	// whoever calls it.
 	code := "import numpy.ctypeslib as c\nc.ctypes.CDLL(None).getpid()"
-	res := transient(t, e, Request{Code: code, Imports: gated(t, code), Capabilities: denyAll})
+	res := transient(t, e, executor.Request{Code: code, Imports: gated(t, code), Capabilities: denyAll})
 	wantStatus(t, res, "error")
 	if !strings.Contains(res.Error.Message, "ctypes.dlsym is refused at run time") || !strings.Contains(res.Error.Message, "policy.capabilities.native_code") {
 		t.Errorf("ctypes with native code denied: %s: %s, want the policy's refusal", res.Error.Type, res.Error.Message)
@@ -221,7 +214,7 @@ func TestCapabilitiesDenied(t *testing.T) {
 	// With native code allowed, ctypes calls libc directly: the kernel
 	// still refuses the process (no Python exception to report).
 	code = "import numpy.ctypeslib as c\nlibc = c.ctypes.CDLL(None, use_errno=True)\nprint(libc.system(b'true') != 0, c.ctypes.get_errno())"
-	res = transient(t, e, Request{Code: code, Imports: gated(t, code), Capabilities: &Capabilities{NativeCode: true}})
+	res = transient(t, e, executor.Request{Code: code, Imports: gated(t, code), Capabilities: &executor.Capabilities{NativeCode: true}})
 	wantStatus(t, res, "ok")
 	if res.Stdout != "True 1\n" {
 		t.Errorf("libc system() with processes denied: %q, want failure with EPERM", res.Stdout)
@@ -234,14 +227,19 @@ func TestCapabilitiesDenied(t *testing.T) {
 // Under runc the runner is non-dumpable and /proc/1/fd is closed; gVisor's
 // /proc applies no such check, and the runner's streams have mode 0 (the
 // code puts the mode back first). What may open there is harmless:
-// /dev/null, the pipes of the worker's own call, and the cgroup file the
-// runner reads OOM kills from. The runner's memory stays closed under
+// /dev/null, the pipes of the worker's own call, the cgroup file the
+// runner reads OOM kills from, and the directories it looks paths up from
+// (/proc, the writable mounts' tops), which any process opens by path. The runner's memory stays closed under
 // both; its environ, maps and auxv are closed under runc and readable
 // under runsc (executor/README.md, "gVisor": no secret is in them).
 func TestRunnerStreamsCannotBeReopened(t *testing.T) {
 	e, _ := newExec(t, nil)
 	code := `import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
+# Directories the runner holds so that it looks paths up from them, not
+# from / (/proc and the writable mounts' tops): any process opens them by
+# their paths.
+tops = ("/proc", "/dev", "/dev/mqueue", "/dev/shm", "/tmp", "/workspace")
 reached = []
 for n in range(64):
     p = b"/proc/1/fd/%d" % n
@@ -253,7 +251,7 @@ for n in range(64):
         fd = libc.open(p, flags)
         if fd >= 0:
             os.close(fd)
-            if target != "/dev/null" and not target.startswith(("pipe:", "/sys/fs/cgroup/")):
+            if target not in ("/dev/null",) + tops and not target.startswith(("pipe:", "/sys/fs/cgroup/")):
                 reached.append("%d %s %o" % (n, target, flags))
 files = []
 for name in (b"mem", b"environ", b"maps", b"auxv"):
@@ -265,12 +263,12 @@ print(reached)
 print(files)
 `
 	want := "[]\n[]\n"
-	if e.config().Docker.Runtime == "runsc" {
+	if configOf(t, e).Docker.Runtime == "runsc" {
 		want = "[]\n['environ', 'maps', 'auxv']\n"
 	}
 	for _, kind := range []string{"transient", "session"} {
-		req := Request{Owner: "o", Code: code, Imports: gated(t, code), Capabilities: &Capabilities{NativeCode: true}}
-		var res *Result
+		req := executor.Request{Owner: "o", Code: code, Imports: gated(t, code), Capabilities: &executor.Capabilities{NativeCode: true}}
+		var res *executor.Result
 		if kind == "transient" {
 			res = transient(t, e, req)
 		} else {
@@ -289,7 +287,7 @@ print(files)
 // proves nothing.
 func TestModuleRulesJudgeCTwinsAndHelpers(t *testing.T) {
 	e, _ := newExec(t, nil)
-	blocked := ModuleRules{Blocked: []string{"subprocess", "socket", "ctypes", "pty", "multiprocessing"}}
+	blocked := executor.ModuleRules{Blocked: []string{"subprocess", "socket", "ctypes", "pty", "multiprocessing"}}
 	routes := []struct{ name, code string }{
 		{"_posixsubprocess", "import _posixsubprocess"},
 		{"_socket", "__import__('_socket')"},
@@ -307,7 +305,7 @@ func TestModuleRulesJudgeCTwinsAndHelpers(t *testing.T) {
 	}
 	for _, rt := range routes {
 		t.Run(rt.name, func(t *testing.T) {
-			res := transient(t, e, Request{Code: rt.code, Imports: gated(t, rt.code), Modules: blocked})
+			res := transient(t, e, executor.Request{Code: rt.code, Imports: gated(t, rt.code), Modules: blocked})
 			wantStatus(t, res, "error")
 			if !strings.Contains(res.Error.Message, "refused at run time") || !strings.Contains(res.Error.Message, "blocked_modules") {
 				t.Errorf("error %s: %s, want a refusal naming blocked_modules", res.Error.Type, res.Error.Message)
@@ -316,7 +314,7 @@ func TestModuleRulesJudgeCTwinsAndHelpers(t *testing.T) {
 	}
 	// Libraries keep their own imports, static and internal.
 	code := "import numpy as np, pandas as pd\nimport matplotlib.pyplot as plt\nplt.plot([1, 2])\npd.DataFrame({'a': np.arange(3)}).a.sum()"
-	res := transient(t, e, Request{Code: code, Imports: gated(t, code), Modules: blocked, Capabilities: denyAll})
+	res := transient(t, e, executor.Request{Code: code, Imports: gated(t, code), Modules: blocked, Capabilities: denyAll})
 	wantStatus(t, res, "ok")
 	if res.Result == nil || *res.Result != "np.int64(3)" || len(res.Images) != 1 {
 		t.Errorf("libraries with their modules blocked: result %v, %d images", res.Result, len(res.Images))
@@ -345,10 +343,10 @@ try:
 except PermissionError as e:
     print("policy.capabilities.native_code" in str(e))
 `
-	all := &Capabilities{Processes: true, Sockets: []string{"unix", "inet", "inet6"}, PTY: true, NativeCode: true}
+	all := &executor.Capabilities{Processes: true, Sockets: []string{"unix", "inet", "inet6"}, PTY: true, NativeCode: true}
 	for _, tc := range []struct {
 		name string
-		caps *Capabilities
+		caps *executor.Capabilities
 		more string
 		want string
 	}{
@@ -357,7 +355,7 @@ except PermissionError as e:
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := code + tc.more
-			res := transient(t, e, Request{Code: src, Imports: gated(t, src), Capabilities: tc.caps})
+			res := transient(t, e, executor.Request{Code: src, Imports: gated(t, src), Capabilities: tc.caps})
 			wantStatus(t, res, "ok")
 			if want := "True\n(8, 3) 3.0\nTrue\n" + tc.want; res.Stdout != want || len(res.Images) != 1 {
 				t.Errorf("stdout %q, %d images; want %q and 1 image", res.Stdout, len(res.Images), want)
@@ -371,7 +369,7 @@ except PermissionError as e:
 func TestFiguresRenderInsideTheTimeLimit(t *testing.T) {
 	e, _ := newExec(t, nil)
 	code := "import matplotlib.pyplot as plt\nfor i in range(16):\n    plt.figure(dpi=300)\n    plt.scatter(range(200000), range(200000))\nprint('created')"
-	res := transient(t, e, Request{Code: code, Imports: gated(t, code), Limits: Limits{Timeout: 3 * time.Second}})
+	res := transient(t, e, executor.Request{Code: code, Imports: gated(t, code), Limits: executor.Limits{Timeout: 3 * time.Second}})
 	if res.Stdout != "created\n" {
 		t.Skipf("the machine is too slow to create the figures within the limit (stdout %q)", res.Stdout)
 	}
@@ -386,14 +384,14 @@ func TestFiguresRenderInsideTheTimeLimit(t *testing.T) {
 // with other capabilities gets a fresh worker and says so.
 func TestSessionWorkerKeepsItsCapabilities(t *testing.T) {
 	e, _ := newExec(t, nil)
-	res, id := persistent(t, e, "", Request{Owner: "o", Code: "x = 1", Capabilities: denyAll})
+	res, id := persistent(t, e, "", executor.Request{Owner: "o", Code: "x = 1", Capabilities: denyAll})
 	wantStatus(t, res, "ok")
-	res, _ = persistent(t, e, id, Request{Owner: "o", Code: "x + 1", Capabilities: &Capabilities{Sockets: []string{}}})
+	res, _ = persistent(t, e, id, executor.Request{Owner: "o", Code: "x + 1", Capabilities: &executor.Capabilities{Sockets: []string{}}})
 	if res.StateLost || res.Result == nil || *res.Result != "2" {
 		t.Errorf("same capabilities: state lost %v, result %v; want the session's x", res.StateLost, res.Result)
 	}
 	code := "import os\nos.getpid() > 0 and 'x' in globals()"
-	res, _ = persistent(t, e, id, Request{Owner: "o", Code: code, Imports: gated(t, code), Capabilities: &Capabilities{Processes: true}})
+	res, _ = persistent(t, e, id, executor.Request{Owner: "o", Code: code, Imports: gated(t, code), Capabilities: &executor.Capabilities{Processes: true}})
 	wantStatus(t, res, "ok")
 	if !res.StateLost || res.Result == nil || *res.Result != "False" || !strings.Contains(res.Stderr, "capabilities or module rules differ") {
 		t.Errorf("other capabilities: state lost %v, result %v, stderr %q; want a fresh worker that says why", res.StateLost, res.Result, res.Stderr)
@@ -419,13 +417,13 @@ for s in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
     os.kill(1, s)
 print("signalled")
 `
-	res, id := persistent(t, e, "", Request{Owner: "o", Code: code, Imports: gated(t, code)})
+	res, id := persistent(t, e, "", executor.Request{Owner: "o", Code: code, Imports: gated(t, code)})
 	wantStatus(t, res, "ok")
 	want := "python3\n/proc/1/mem PermissionError\n/proc/1/environ PermissionError\n/proc/1/fd/1 PermissionError\n/proc/1/maps PermissionError\nfd list PermissionError\nsignalled\n"
 	if res.Stdout != want {
 		t.Errorf("reaching the runner:\n%s\nwant:\n%s", res.Stdout, want)
 	}
-	res, _ = persistent(t, e, id, Request{Owner: "o", Code: "attempt.__name__"})
+	res, _ = persistent(t, e, id, executor.Request{Owner: "o", Code: "attempt.__name__"})
 	if res.Status != "ok" || res.StateLost || res.Result == nil || *res.Result != "'attempt'" {
 		t.Errorf("after signalling process 1: status %s, state lost %v, result %v; want the session alive", res.Status, res.StateLost, res.Result)
 	}

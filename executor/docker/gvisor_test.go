@@ -1,4 +1,4 @@
-package executor
+package docker_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/dockertest"
 )
 
@@ -62,7 +63,7 @@ func TestGVisorPerCall(t *testing.T) {
 	uname := "import os\nprint(os.uname().release)"
 	ctx := tctx(t, 5*time.Minute)
 	for _, tt := range []struct{ runtime, want string }{{"", host}, {"runsc", "gvisor"}, {"", host}, {"runsc", "gvisor"}} {
-		res, err := e.Transient(ctx, Request{Code: uname, Imports: imports("os", 1), Runtime: tt.runtime})
+		res, err := e.Transient(ctx, executor.Request{Code: uname, Imports: imports("os", 1), Runtime: tt.runtime})
 		if err != nil {
 			t.Fatalf("runtime %q: %v", tt.runtime, err)
 		}
@@ -73,19 +74,19 @@ func TestGVisorPerCall(t *testing.T) {
 		}
 	}
 
-	res, id := persistent(t, e, "", Request{Owner: "o", Code: uname, Imports: imports("os", 1), Runtime: "runsc"})
+	res, id := persistent(t, e, "", executor.Request{Owner: "o", Code: uname, Imports: imports("os", 1), Runtime: "runsc"})
 	wantStatus(t, res, "ok")
 	if strings.TrimSpace(res.Stdout) == host {
 		t.Errorf("runsc session sees the host's kernel %q", host)
 	}
-	res, _ = persistent(t, e, id, Request{Owner: "o", Code: "while True: pass", Runtime: "runsc", Limits: Limits{Timeout: time.Second}})
+	res, _ = persistent(t, e, id, executor.Request{Owner: "o", Code: "while True: pass", Runtime: "runsc", Limits: executor.Limits{Timeout: time.Second}})
 	wantStatus(t, res, "timeout")
-	res, _ = persistent(t, e, id, Request{Owner: "o", Code: uname, Imports: imports("os", 1), Runtime: "runsc"})
+	res, _ = persistent(t, e, id, executor.Request{Owner: "o", Code: uname, Imports: imports("os", 1), Runtime: "runsc"})
 	wantStatus(t, res, "ok")
 	if strings.TrimSpace(res.Stdout) == host {
 		t.Errorf("runsc session after a timeout sees the host's kernel %q", host)
 	}
-	if _, _, err := e.Persistent(ctx, id, Request{Owner: "o", Code: "1"}); err == nil {
+	if _, _, err := e.Persistent(ctx, id, executor.Request{Owner: "o", Code: "1"}); err == nil {
 		t.Error("a call naming the default runtime on a runsc session was served")
 	}
 }
@@ -98,7 +99,7 @@ func TestGVisorPerCall(t *testing.T) {
 func TestGVisorOOM(t *testing.T) {
 	e, cli := newExec(t, func(c *config.Config) { c.Docker.Runtime = "runsc" })
 	requireRunsc(t, cli)
-	oomOrKilled := func(what string, res *Result) {
+	oomOrKilled := func(what string, res *executor.Result) {
 		t.Helper()
 		switch {
 		case res.Status == "oom":
@@ -108,13 +109,13 @@ func TestGVisorOOM(t *testing.T) {
 			t.Errorf("%s: status %q (%+v), want oom, or killed by SIGKILL naming the memory limit", what, res.Status, res.Error)
 		}
 	}
-	oomOrKilled("transient", transient(t, e, Request{Code: "b = bytearray(10 * 1024 ** 3)\nprint('survived')"}))
-	_, id := persistent(t, e, "", Request{Owner: "o", Code: "x = 1"})
-	res, _ := persistent(t, e, id, Request{Owner: "o", Code: "chunks = []\nwhile True:\n    chunks.append(bytearray(50 << 20))"})
+	oomOrKilled("transient", transient(t, e, executor.Request{Code: "b = bytearray(10 * 1024 ** 3)\nprint('survived')"}))
+	_, id := persistent(t, e, "", executor.Request{Owner: "o", Code: "x = 1"})
+	res, _ := persistent(t, e, id, executor.Request{Owner: "o", Code: "chunks = []\nwhile True:\n    chunks.append(bytearray(50 << 20))"})
 	oomOrKilled("session", res)
 	if !res.StateLost {
 		t.Error("a session's OOM should report StateLost")
 	}
-	res, _ = persistent(t, e, id, Request{Owner: "o", Code: "print('back')"})
+	res, _ = persistent(t, e, id, executor.Request{Owner: "o", Code: "print('back')"})
 	wantStatus(t, res, "ok")
 }

@@ -1,9 +1,10 @@
-package executor
+package docker_test
 
 import (
 	"strings"
 	"testing"
 
+	"github.com/python-docker-mcp/python-docker-mcp/executor"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
 
@@ -23,7 +24,7 @@ func TestRunnerRefusesDisagreeingFacts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := transient(t, e, Request{Code: tt.code + "\nprint('ran')", Imports: tt.facts})
+			res := transient(t, e, executor.Request{Code: tt.code + "\nprint('ran')", Imports: tt.facts})
 			wantStatus(t, res, "refused")
 			if res.Stdout != "" || res.Error == nil || res.Error.Type != "FactMismatch" || !strings.Contains(res.Error.Message, tt.wantMsg) {
 				t.Errorf("stdout %q error %+v, want FactMismatch naming %q", res.Stdout, res.Error, tt.wantMsg)
@@ -38,12 +39,12 @@ func TestRunnerRefusesDisagreeingFacts(t *testing.T) {
 		{Module: "json", Line: 2, Col: 0},
 		{Module: "collections", From: true, Names: []analyze.Alias{{Name: "abc"}}, Line: 4, Col: 4, Conditional: true},
 	}
-	wantStatus(t, transient(t, e, Request{Code: code, Imports: facts}), "ok")
+	wantStatus(t, transient(t, e, executor.Request{Code: code, Imports: facts}), "ok")
 }
 
 func TestImportGuard(t *testing.T) {
 	e, _ := newExec(t, nil)
-	blocked := ModuleRules{Blocked: []string{"subprocess", "os"}}
+	blocked := executor.ModuleRules{Blocked: []string{"subprocess", "os"}}
 	tests := []struct {
 		name  string
 		code  string
@@ -60,7 +61,7 @@ func TestImportGuard(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := transient(t, e, Request{Code: tt.code, Imports: tt.facts, Modules: blocked})
+			res := transient(t, e, executor.Request{Code: tt.code, Imports: tt.facts, Modules: blocked})
 			wantStatus(t, res, "error")
 			if res.Error.Type != "ModuleBlockedError" || !strings.Contains(res.Error.Message, "refused at run time") || !strings.Contains(res.Error.Message, "blocked_modules") {
 				t.Errorf("error %+v, want ModuleBlockedError naming the rule", res.Error)
@@ -68,7 +69,7 @@ func TestImportGuard(t *testing.T) {
 		})
 	}
 	// Libraries may import what user code may not.
-	res := transient(t, e, Request{
+	res := transient(t, e, executor.Request{
 		Code:    "import pandas as pd\nimport matplotlib.pyplot as plt\npd.DataFrame({'a': [1, 2]}).shape",
 		Imports: []analyze.Import{{Module: "pandas", Alias: "pd", Line: 1}, {Module: "matplotlib.pyplot", Alias: "plt", Line: 2}},
 		Modules: blocked,
@@ -78,7 +79,7 @@ func TestImportGuard(t *testing.T) {
 		t.Errorf("pandas with os blocked: result %v", res.Result)
 	}
 	// An allowlist admits only its modules (and their submodules).
-	res = transient(t, e, Request{Code: "import math\n__import__('json')", Imports: imports("math", 1), Modules: ModuleRules{Allowed: []string{"math"}}})
+	res = transient(t, e, executor.Request{Code: "import math\n__import__('json')", Imports: imports("math", 1), Modules: executor.ModuleRules{Allowed: []string{"math"}}})
 	wantStatus(t, res, "error")
 	if !strings.Contains(res.Error.Message, "not in allowed_modules") {
 		t.Errorf("allowlist: %+v", res.Error)
