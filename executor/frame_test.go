@@ -10,6 +10,16 @@ import (
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/clip"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
+)
+
+// The protocol's frame functions under the names these tests use.
+const maxRequestFrame = protocol.MaxRequestFrame
+
+var (
+	errFrameTooLarge = protocol.ErrFrameTooLarge
+	readFrame        = protocol.ReadFrame
+	decodeReply      = protocol.DecodeReply
 )
 
 func frameOf(payload string, announced int) []byte {

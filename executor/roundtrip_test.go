@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -136,4 +137,58 @@ func TestRoundTripRefusesForgedReplies(t *testing.T) {
 func frameOf2(id uint64, nonce, status string) frameOrErr {
 	data, _ := json.Marshal(map[string]any{"id": id, "nonce": nonce, "status": status})
 	return frameOrErr{data: data}
+}
+
+// TestRoundTripRunnerTakesNoInput: a runner that reads nothing from its
+// stdin (hung, or busy past the limit) holds the request's write; the
+// call still ends at its time limit, or when its context ends, and the
+// sandbox is removed. Before, the write came first and waited for good.
+func TestRoundTripRunnerTakesNoInput(t *testing.T) {
+	stalled := func(t *testing.T) (*Executor, *removeOnly, *sandbox) {
+		docker := &removeOnly{}
+		e := &Executor{be: docker, log: slog.New(slog.NewTextHandler(io.Discard, nil)), live: map[string]*sandbox{}, unremoved: map[string]bool{}}
+		server, runnerEnd := net.Pipe() // synchronous: a write waits for a read that never comes
+		sb := &sandbox{id: "stalled", meta: sandboxMeta{Kind: backend.KindPersistent}, frames: make(chan frameOrErr, 4), stderr: &tailBuffer{max: 1024}, quit: make(chan struct{})}
+		sb.box = backend.NewSandbox("stalled", server, nil, nil, server.Close)
+		t.Cleanup(func() { server.Close(); runnerEnd.Close() })
+		return e, docker, sb
+	}
+	within := func(t *testing.T, what string, f func()) {
+		t.Helper()
+		ended := make(chan struct{})
+		go func() { defer close(ended); f() }()
+		select {
+		case <-ended:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: the call still waits on its write after 30 s", what)
+		}
+	}
+	t.Run("time limit", func(t *testing.T) {
+		e, docker, sb := stalled(t)
+		within(t, "time limit", func() {
+			resp, fail, err := e.roundTrip(context.Background(), sb, &protocol.Run{Code: "1"}, 200*time.Millisecond, true, 1<<20)
+			if err != nil || resp != nil || fail == nil || fail.status != "timeout" || !strings.Contains(fail.reason, "did not take the request") {
+				t.Errorf("resp %+v fail %+v err %v; want a timeout saying the runner did not take the request", resp, fail, err)
+			}
+		})
+		if !sb.dead.Load() || docker.removed.Load() != 1 {
+			t.Errorf("sandbox dead %v, removed %d times; want removed once", sb.dead.Load(), docker.removed.Load())
+		}
+	})
+	t.Run("cancelled", func(t *testing.T) {
+		e, docker, sb := stalled(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		within(t, "cancel", func() {
+			// interrupt: a session call, which is interrupted rather than
+			// killed once its request is in; this one never got in.
+			resp, fail, err := e.roundTrip(ctx, sb, &protocol.Run{Code: "1"}, time.Hour, true, 1<<20)
+			if !errors.Is(err, context.DeadlineExceeded) || resp != nil || fail != nil {
+				t.Errorf("resp %+v fail %+v err %v; want the context's error", resp, fail, err)
+			}
+		})
+		if !sb.dead.Load() || docker.removed.Load() != 1 {
+			t.Errorf("sandbox dead %v, removed %d times; want removed once", sb.dead.Load(), docker.removed.Load())
+		}
+	})
 }

@@ -22,6 +22,10 @@ import (
 // startupTimeout bounds creating a sandbox up to the runner's ready frame.
 const startupTimeout = 60 * time.Second
 
+// idleFrameLimit caps a frame from the sandbox when no request is waiting
+// for one: the ready frame, or anything the sandbox has no business sending.
+const idleFrameLimit = 64 << 10
+
 // sandbox is one running container with its runner attached. Its methods
 // are not safe for concurrent use: transient sandboxes have one caller and
 // persistent ones are serialized by their session.
@@ -340,7 +344,7 @@ func (e *Executor) wrap(box *backend.Sandbox, meta sandboxMeta, lim Limits, shar
 	go func() {
 		defer sb.ended.Store(true)
 		for {
-			data, err := readFrame(box.Stdout, limit)
+			data, err := protocol.ReadFrame(box.Stdout, limit)
 			if err == nil && shared && !sb.waiting.Load() {
 				continue // no request of ours waits: another server's reply
 			}
@@ -460,7 +464,7 @@ func (e *Executor) retryRemovals() {
 }
 
 // runnerResponse is the runner's answer to one request. It comes from
-// inside the sandbox: decodeReply and clip.Caps.Reply check it before use.
+// inside the sandbox: protocol.DecodeReply and clip.Caps.Reply check it before use.
 type runnerResponse = protocol.Reply
 
 // outcome of one round trip when the runner did not answer.
@@ -501,17 +505,26 @@ func (e *Executor) exchange(ctx context.Context, sb *sandbox, req protocol.Reque
 		sb.waiting.Store(true)
 		defer sb.waiting.Store(false)
 	}
-	if err := writeFrame(sb.box.Stdin, req); err != nil {
-		return nil, e.diagnose(sb, "writing to the runner failed: "+err.Error()), nil
-	}
+	// Written beside the wait: a runner that takes no input holds the write,
+	// and the call still ends at its limit or ctx's end (removal ends it).
+	wrote := make(chan error, 1)
+	go func() { wrote <- protocol.WriteFrame(sb.box.Stdin, req) }()
 	timer := time.NewTimer(hard)
 	defer timer.Stop()
 	done := ctx.Done()
 	var cancelErr error
 	for {
 		select {
+		case err := <-wrote:
+			wrote = nil
+			if err != nil {
+				return nil, e.diagnose(sb, "writing to the runner failed: "+err.Error()), nil
+			}
+			if cancelErr != nil { // cancelled while it was written: interrupted now
+				_ = protocol.WriteRequest(sb.box.Stdin, &protocol.Interrupt{Header: protocol.Header{ID: id}})
+			}
 		case f, ok := <-sb.frames:
-			if ok && errors.Is(f.err, errFrameTooLarge) {
+			if ok && errors.Is(f.err, protocol.ErrFrameTooLarge) {
 				e.destroy(sb)
 				return nil, &failure{status: "killed", reason: invalidReply + ": " + f.err.Error()}, nil
 			}
@@ -524,7 +537,7 @@ func (e *Executor) exchange(ctx context.Context, sb *sandbox, req protocol.Reque
 			}
 			if sb.shared && int64(len(f.data)) > limit {
 				e.destroy(sb)
-				return nil, &failure{status: "killed", reason: fmt.Sprintf("%s: %v: a frame of %d bytes, the limit is %d bytes", invalidReply, errFrameTooLarge, len(f.data), limit)}, nil
+				return nil, &failure{status: "killed", reason: fmt.Sprintf("%s: %v: a frame of %d bytes, the limit is %d bytes", invalidReply, protocol.ErrFrameTooLarge, len(f.data), limit)}, nil
 			}
 			if sb.shared && !protocol.NonceIs(f.data, nonce) {
 				continue // the reply to another server's (or an earlier) request
@@ -542,13 +555,16 @@ func (e *Executor) exchange(ctx context.Context, sb *sandbox, req protocol.Reque
 					continue
 				}
 			}
-			resp, err := decodeReply(f.data, id, nonce)
+			resp, err := protocol.DecodeReply(f.data, id, nonce)
 			if err != nil {
 				e.destroy(sb)
 				return nil, &failure{status: "killed", reason: invalidReply + ": " + err.Error()}, nil
 			}
 			if cancelErr != nil {
 				return nil, nil, cancelErr
+			}
+			if wrote != nil {
+				<-wrote // the runner answered, so it has read the whole request
 			}
 			return resp, nil, nil
 		case <-done:
@@ -558,7 +574,9 @@ func (e *Executor) exchange(ctx context.Context, sb *sandbox, req protocol.Reque
 				e.destroy(sb)
 				return nil, nil, cancelErr
 			}
-			_ = protocol.WriteRequest(sb.box.Stdin, &protocol.Interrupt{Header: protocol.Header{ID: id}})
+			if wrote == nil { // else once the request is in, never into it
+				_ = protocol.WriteRequest(sb.box.Stdin, &protocol.Interrupt{Header: protocol.Header{ID: id}})
+			}
 			timer.Reset(interruptGrace)
 		case <-timer.C:
 			if cancelErr != nil {
@@ -566,6 +584,9 @@ func (e *Executor) exchange(ctx context.Context, sb *sandbox, req protocol.Reque
 				return nil, nil, cancelErr
 			}
 			e.destroy(sb)
+			if wrote != nil {
+				return nil, &failure{status: "timeout", reason: "the runner did not take the request within the call's time limit; the sandbox was killed"}, nil
+			}
 			return nil, &failure{status: "timeout", reason: fmt.Sprintf("the code ran past its time limit and did not stop within %s; the sandbox was killed", interruptGrace)}, nil
 		}
 	}
