@@ -505,24 +505,27 @@ func (e *Executor) exchange(ctx context.Context, sb *sandbox, req protocol.Reque
 		sb.waiting.Store(true)
 		defer sb.waiting.Store(false)
 	}
-	// Written beside the wait: a runner that takes no input holds the write,
-	// and the call still ends at its limit or ctx's end (removal ends it).
-	wrote := make(chan error, 1)
-	go func() { wrote <- protocol.WriteFrame(sb.box.Stdin, req) }()
+	// A runner that takes no input holds the write: the limit, or ctx's end
+	// (plus interruptGrace for a call that is interrupted), cuts it.
+	grace := interruptGrace
+	if !interrupt {
+		grace = 0
+	}
+	if cutOff, err := protocol.WriteFrameWithin(ctx, sb.box.Stdin, req, hard, grace, func() { sb.box.Close() }); cutOff {
+		e.destroy(sb)
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+		return nil, &failure{status: "timeout", reason: "the runner did not take the request within the call's time limit; the sandbox was killed"}, nil
+	} else if err != nil {
+		return nil, e.diagnose(sb, "writing to the runner failed: "+err.Error()), nil
+	}
 	timer := time.NewTimer(hard)
 	defer timer.Stop()
 	done := ctx.Done()
 	var cancelErr error
 	for {
 		select {
-		case err := <-wrote:
-			wrote = nil
-			if err != nil {
-				return nil, e.diagnose(sb, "writing to the runner failed: "+err.Error()), nil
-			}
-			if cancelErr != nil { // cancelled while it was written: interrupted now
-				_ = protocol.WriteRequest(sb.box.Stdin, &protocol.Interrupt{Header: protocol.Header{ID: id}})
-			}
 		case f, ok := <-sb.frames:
 			if ok && errors.Is(f.err, protocol.ErrFrameTooLarge) {
 				e.destroy(sb)
@@ -563,9 +566,6 @@ func (e *Executor) exchange(ctx context.Context, sb *sandbox, req protocol.Reque
 			if cancelErr != nil {
 				return nil, nil, cancelErr
 			}
-			if wrote != nil {
-				<-wrote // the runner answered, so it has read the whole request
-			}
 			return resp, nil, nil
 		case <-done:
 			cancelErr = ctx.Err()
@@ -574,9 +574,7 @@ func (e *Executor) exchange(ctx context.Context, sb *sandbox, req protocol.Reque
 				e.destroy(sb)
 				return nil, nil, cancelErr
 			}
-			if wrote == nil { // else once the request is in, never into it
-				_ = protocol.WriteRequest(sb.box.Stdin, &protocol.Interrupt{Header: protocol.Header{ID: id}})
-			}
+			_ = protocol.WriteRequest(sb.box.Stdin, &protocol.Interrupt{Header: protocol.Header{ID: id}})
 			timer.Reset(interruptGrace)
 		case <-timer.C:
 			if cancelErr != nil {
@@ -584,9 +582,6 @@ func (e *Executor) exchange(ctx context.Context, sb *sandbox, req protocol.Reque
 				return nil, nil, cancelErr
 			}
 			e.destroy(sb)
-			if wrote != nil {
-				return nil, &failure{status: "timeout", reason: "the runner did not take the request within the call's time limit; the sandbox was killed"}, nil
-			}
 			return nil, &failure{status: "timeout", reason: fmt.Sprintf("the code ran past its time limit and did not stop within %s; the sandbox was killed", interruptGrace)}, nil
 		}
 	}

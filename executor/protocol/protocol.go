@@ -10,11 +10,14 @@
 package protocol
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
+	"time"
 )
 
 // Ops of request frames (the request structs are in requests.go). Every
@@ -45,6 +48,27 @@ const MaxRequestFrame = 256 << 20
 // ErrFrameTooLarge: the sandbox announced a frame longer than the limit.
 // Nothing of it was read into memory.
 var ErrFrameTooLarge = errors.New("frame exceeds the limit")
+
+// WriteFrameWithin is WriteFrame for a reader that may take no input (a
+// hung runner holds the write): once limit has passed, or ctx has ended
+// and then grace, it calls cut, which must end the write (close the
+// stream), and reports cutOff. A write that was cut reports cutOff true,
+// whatever error it returned. No goroutine runs unless a deadline passes.
+func WriteFrameWithin(ctx context.Context, w io.Writer, v any, limit, grace time.Duration, cut func()) (cutOff bool, err error) {
+	var written, cutDone atomic.Bool
+	t := time.AfterFunc(limit, func() {
+		if !written.Load() {
+			cutDone.Store(true)
+			cut()
+		}
+	})
+	stop := context.AfterFunc(ctx, func() { t.Reset(grace) })
+	err = WriteFrame(w, v)
+	written.Store(true)
+	stop()
+	t.Stop()
+	return cutDone.Load(), err
+}
 
 // WriteFrame writes v as one frame.
 func WriteFrame(w io.Writer, v any) error {
