@@ -71,6 +71,24 @@ for p in sorted(int(p) for p in os.listdir('/proc') if p.isdigit()):
     except OSError:
         pass
 print('processes listed')`},
+	{"a process whose first thread ended while another runs on", `
+import subprocess, time
+# pthread_exit in the first thread: /proc shows the process as a zombie
+# while its other thread goes on writing.
+subprocess.Popen(['python3', '-c', """import ctypes, threading, time
+def write():
+    while True:
+        open('/tmp/pdm-thread-left', 'w').write(str(time.time()))
+        time.sleep(0.02)
+threading.Thread(target=write).start()
+time.sleep(0.1)
+ctypes.CDLL(None).pthread_exit(None)"""])
+time.sleep(0.5)
+print('left', open('/tmp/pdm-thread-left').read() != '')`, `
+import os, time
+time.sleep(0.3)  # a writer left behind would have written by now
+me = os.getpid()
+print(sorted(os.listdir('/tmp')), sorted(int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) not in (1, me)))`},
 	{"System V shared memory, semaphores and message queues", `
 import ctypes
 libc = ctypes.CDLL(None, use_errno=True)

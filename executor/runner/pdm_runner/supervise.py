@@ -166,16 +166,22 @@ def _new_worker(warm=None):
             time.sleep(0.01)
 
 
-def _kill_strays(keep):
+def _kill_strays(keep, exiting_ok=False):
     """Kills every process of the sandbox except the runner and keep (the
     session's worker): what a call started does not outlive it. A fork bomb
     forks while it is being killed, so this goes on until none is left, for
     up to 2 s: with nothing to keep, the runner (process 1 of the sandbox)
     signals them all at once with kill(-1); otherwise each is stopped first
-    (a stopped process cannot fork), then killed."""
+    (a stopped process cannot fork), then killed. With exiting_ok, a
+    process all of whose threads are exiting (_exiting) counts as gone: it
+    runs no more code, and what it still frees (its memory, a few
+    milliseconds for a worker that ran pandas) is freed beside the next
+    step."""
     deadline = time.monotonic() + 2
     while True:
         others = [int(p) for p in _proc_list() if p.isdigit() and int(p) not in (_PID, keep) and not _zombie(p)]
+        if exiting_ok:
+            others = [p for p in others if not _exiting(p)]
         if not others or time.monotonic() > deadline:
             break
         if keep is None and _PID == 1:
@@ -194,10 +200,47 @@ def _kill_strays(keep):
         time.sleep(0.002)
 
 
+_PF_EXITING = 0x4  # the kernel's task flag, set as a thread begins to exit
+
+
+def _exiting(pid):
+    """Whether process pid is gone or every one of its threads is exiting:
+    the kernel has set PF_EXITING (in the flags of /proc/PID/task/TID/stat),
+    which it does once a thread has left its last system call for good and
+    runs no more user code. False when a thread's flags cannot be read or
+    do not have it (gVisor shows none): then it is waited for."""
+    try:
+        tids = _proc_list("%d/task" % pid)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    for tid in tids:
+        try:
+            with _proc_open("%d/task/%s/stat" % (pid, tid), "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except FileNotFoundError:
+            continue  # that thread has ended
+        except OSError:
+            return False
+        # After the command: state, ppid, pgrp, session, tty_nr, tpgid, flags.
+        try:
+            if not int(fields[6]) & _PF_EXITING:
+                return False
+        except (IndexError, ValueError):
+            return False
+    return True
+
+
 def _zombie(pid):
+    """Whether process pid has ended (or is gone): its first thread is a
+    zombie and no other thread is left. A first thread that ended alone
+    (pthread_exit) shows as a zombie while the others run on."""
     try:
         with _proc_open("%s/stat" % pid, "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+            if f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X"):
+                return False
+        return len(_proc_list("%s/task" % pid)) <= 1
     except (OSError, IndexError):
         return True
 

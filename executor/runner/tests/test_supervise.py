@@ -3,10 +3,17 @@ _snapshot): what a call changed there is found whether the walk starts
 from the working directory itself (as in a sandbox, where the runner's
 current directory is it) or from its path. Its reads of /proc through one
 descriptor of /proc (_proc_open, _proc_list) see what paths from / see,
-and fall back to those paths without it."""
+and fall back to those paths without it. A process counts as ended
+(_zombie) only when no thread of it runs, and as exiting (_exiting) only
+when every thread of it is."""
 
+import ctypes
 import os
+import signal
+import sys
 import tempfile
+import threading
+import time
 import unittest
 
 import loader
@@ -89,6 +96,73 @@ class ProcTest(unittest.TestCase):
     def test_without_it(self):
         self.R["_PROC_FD"].append(-1)  # /proc could not be opened
         self.check()
+
+
+class EndedTest(unittest.TestCase):
+    """What a reset takes for an ended process, on the host's kernel."""
+
+    def setUp(self):
+        self.R = loader.load(tempfile.gettempdir())
+        self.addCleanup(lambda: [os.close(fd) for fd in self.R["_PROC_FD"] if fd >= 0])
+
+    def child(self, body):
+        """A forked child running body; killed and reaped when the test ends."""
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            try:
+                body(w)
+            finally:
+                os._exit(0)
+        os.close(w)
+        self.addCleanup(self.reap, pid)
+        os.read(r, 1)  # body is under way
+        os.close(r)
+        return pid
+
+    def reap(self, pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass  # reaped by the test
+
+    def test_a_running_process(self):
+        pid = self.child(lambda w: (os.write(w, b"x"), time.sleep(60)))
+        self.assertFalse(self.R["_zombie"](str(pid)))
+        self.assertFalse(self.R["_exiting"](pid))
+
+    def test_a_process_that_exited(self):
+        pid = self.child(lambda w: os.write(w, b"x"))
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+        self.assertTrue(self.R["_zombie"](str(pid)))
+        self.assertTrue(self.R["_exiting"](pid))
+
+    def test_a_process_that_is_gone(self):
+        pid = self.child(lambda w: os.write(w, b"x"))
+        os.waitpid(pid, 0)
+        self.assertTrue(self.R["_zombie"](str(pid)))
+        self.assertTrue(self.R["_exiting"](pid))
+
+    @unittest.skipUnless(sys.platform.startswith("linux"), "Linux threads")
+    def test_a_first_thread_that_ended_alone_leaves_the_process_running(self):
+        # pthread_exit in the first thread: /proc shows the process as a
+        # zombie while its other thread goes on running code.
+        def body(w):
+            libc = ctypes.CDLL(None)
+            threading.Thread(target=lambda: (os.write(w, b"x"), time.sleep(60))).start()
+            time.sleep(0.05)
+            libc.pthread_exit(None)
+
+        pid = self.child(body)
+        deadline = time.monotonic() + 5
+        while self.R["_pstat"](pid)[0] != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertEqual(self.R["_pstat"](pid)[0], "Z")  # what the first thread shows
+        self.assertFalse(self.R["_zombie"](str(pid)))
+        self.assertFalse(self.R["_exiting"](pid))
+        self.assertIn(pid, self.R["_others"]())
 
 
 if __name__ == "__main__":
