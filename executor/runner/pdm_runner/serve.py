@@ -57,6 +57,8 @@ class _Runner:
                 continue
             req = self.pending.pop(0)
             op = req.get("op")
+            if op != "reset":
+                self.early = None  # made for a reset that did not come next: reset again
             try:
                 if op == "run":
                     resp = self.run(req)
@@ -76,8 +78,32 @@ class _Runner:
             resp["id"] = req.get("id")
             resp["nonce"] = req.get("nonce")
             _send(resp)
+            if op == "run" and self.early_reset(req, resp):
+                continue
             if (self.worker is None or self.worker.dead) and not (op == "run" and req.get("transient")):
                 self.spare()
+
+    early = None  # the reset made right after a kept call's reply, for the server's reset request
+
+    def early_reset(self, req, resp):
+        """After the reply of a transient call in a sandbox the server may
+        keep, makes the reset it will ask for next, and forks the next
+        call's spare worker, while the reply travels to the server and the
+        principal's next call comes: op "reset" then answers with this one.
+        Not after a reply that names files (the server reads them before it
+        asks for the reset) or that retires the sandbox (timeout, OOM,
+        kill). Any other request first drops it (see reset)."""
+        if not (req.get("transient") and req.get("keep") and self.base is not None) or self.pending:
+            return False
+        if resp.get("files") or resp.get("status") in ("timeout", "oom", "killed"):
+            return False
+        self.early = self.reset({})
+        if self.early.get("status") == "ok":
+            # Armed with this call's guard: the one the server's reset
+            # request brings (the principal's last call's).
+            self.arm = {"capabilities": req.get("capabilities"), "modules": req.get("modules")}
+            self.spare()
+        return True
 
     arm = None  # the guard a spare worker installs ahead of its call (from preload)
     warm = ()  # the modules of the last call here that a spare worker warms up for
@@ -101,9 +127,14 @@ class _Runner:
         except OSError as e:
             _diag("spare worker: %s" % e)
             return
-        if self.arm is None:
-            return
+        self.arm_spare()
+
+    def arm_spare(self):
+        """Sends the spare worker the guard to install ahead of its call
+        (self.arm), if there is one and the spare has none yet."""
         w = self.worker
+        if self.arm is None or w is None or w.dead or w.armed or w.runs:
+            return
         frame = dict(self.arm)
         frame["op"] = "arm"
         try:
@@ -430,7 +461,20 @@ class _Runner:
     def reset(self, req):
         """Makes a transient sandbox ready for its principal's next call
         (op "reset"), or says why it cannot be: then it must not serve
-        another call."""
+        another call. Made early (early_reset) and nothing asked since: that
+        one's answer, and the spare it forked installs req's guard now."""
+        early, self.early = self.early, None
+        if early is not None and req.get("op") == "reset":
+            arm = req.get("arm")
+            self.arm = arm if isinstance(arm, dict) else None
+            w = self.worker
+            if early.get("status") != "ok":
+                pass
+            elif self.arm is not None and w is not None and w.armed and w.key != _worker_key(self.arm):
+                self.spare()  # armed with another guard than the server's: a fresh one
+            else:
+                self.arm_spare()
+            return early
         t0 = time.perf_counter()
         if self.base is None:
             return {"status": "error", "reason": self.base_error or "no call has run in this sandbox yet"}

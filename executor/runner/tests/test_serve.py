@@ -99,6 +99,74 @@ class TransientCallTest(unittest.TestCase):
         self.assertIsNone(self.runner.worker)  # no worker was forked for it
 
 
+class EarlyResetTest(unittest.TestCase):
+    """The reset made right after a kept call's reply (_Runner.early_reset)
+    answers the server's reset request, with the spare it forked armed
+    with that call's guard; never after a reply that names files or
+    retires the sandbox. _reset and the fork are stand-ins here (a reset
+    kills every process it can see: Docker tests only)."""
+
+    GUARD = {"capabilities": {"processes": False}, "modules": {"allowed": ["json"], "blocked": []}}
+
+    def setUp(self):
+        self.R = loader.load()
+        self.resets, self.forks = [], []
+        self.R["_reset"] = lambda runner, base: self.resets.append(1) or ["checked"]
+        self.R["_new_worker"] = self.fork
+        self.runner = self.R["_Runner"].__new__(self.R["_Runner"])
+        self.runner.worker, self.runner.pending, self.runner.base = None, [], object()
+
+    def fork(self, warm=None):
+        r, w = os.pipe()
+        self.addCleanup(os.close, r)
+        self.addCleanup(os.close, w)
+        worker = type("W", (), {"dead": False, "armed": False, "runs": 0, "key": None, "ctrl": w,
+                                "kill": lambda self, wait=True: setattr(self, "dead", True)})()
+        self.forks.append(worker)
+        return worker
+
+    def after(self, **resp):
+        req = dict(self.GUARD, op="run", transient=True, keep=True)
+        return self.runner.early_reset(req, dict({"status": "ok"}, **resp))
+
+    def test_the_server_s_reset_is_answered_by_the_early_one(self):
+        self.assertTrue(self.after())
+        self.assertEqual((len(self.resets), len(self.forks)), (1, 1))
+        spare = self.forks[0]
+        self.assertTrue(spare.armed)
+        self.assertEqual(spare.key, self.R["_worker_key"](self.GUARD))
+        resp = self.runner.reset({"op": "reset", "arm": self.GUARD})
+        self.assertEqual(resp["status"], "ok")
+        self.assertEqual((len(self.resets), len(self.forks)), (1, 1), "no second reset, no second spare")
+        self.assertIs(self.runner.worker, spare)
+        # Used once: the next reset is made again.
+        self.runner.reset({"op": "reset", "arm": self.GUARD})
+        self.assertEqual(len(self.resets), 2)
+
+    def test_a_reset_request_with_another_guard_gets_a_spare_of_it(self):
+        self.after()
+        other = {"capabilities": {"processes": True}, "modules": {"allowed": [], "blocked": []}}
+        self.runner.reset({"op": "reset", "arm": other})
+        self.assertEqual((len(self.resets), len(self.forks)), (1, 2))
+        self.assertTrue(self.forks[0].dead)
+        self.assertEqual(self.runner.worker.key, self.R["_worker_key"](other))
+
+    def test_not_after_files_or_a_retiring_status(self):
+        self.assertFalse(self.after(files=["out.csv"]))  # the server reads them first
+        for status in ("timeout", "oom", "killed"):
+            self.assertFalse(self.after(status=status))
+        self.runner.pending = [{"op": "reset"}]
+        self.assertFalse(self.after())  # a request already waits: it is served as it comes
+        self.assertEqual((self.resets, self.forks), ([], []))
+        self.assertIsNone(self.runner.early)
+
+    def test_not_in_a_sandbox_that_is_not_kept(self):
+        self.assertFalse(self.runner.early_reset({"op": "run", "transient": True}, {"status": "ok"}))
+        self.runner.base = None  # no baseline: the reset would fail anyway
+        self.assertFalse(self.after())
+        self.assertEqual(self.resets, [])
+
+
 class LiveOutputTest(unittest.TestCase):
     """A run with "stream": output frames go out on the protocol stream
     before the reply, each the next bytes of a stream at its offset."""
