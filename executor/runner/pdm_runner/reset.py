@@ -367,3 +367,59 @@ def _restore(base):
             raise _ResetFailed("the runner's %s changed" % k)
     checked.append("runner cwd, umask, environment, resource limits: as before")
     return checked
+
+
+def _reset_op(runner, req):
+    """Makes a transient sandbox ready for its principal's next call
+    (op "reset"), or says why it cannot be: then it must not serve
+    another call. Made early (early_reset) and nothing asked since: that
+    one's answer, and the spare it forked installs req's guard now."""
+    early, runner.early = runner.early, None
+    if early is not None and req.get("op") == "reset":
+        arm = req.get("arm")
+        runner.arm = arm if isinstance(arm, dict) else None
+        w = runner.worker
+        if early.get("status") != "ok":
+            pass
+        elif runner.arm is not None and w is not None and w.armed and w.key != _worker_key(runner.arm):
+            runner.spare()  # armed with another guard than the server's: a fresh one
+        else:
+            runner.arm_spare()
+        return early
+    t0 = time.perf_counter()
+    if runner.base is None:
+        return {"status": "error", "reason": runner.base_error or "no call has run in this sandbox yet"}
+    try:
+        checked = _reset(runner, runner.base)
+    except _ResetFailed as e:
+        return {"status": "error", "reason": str(e)}
+    except OSError as e:
+        return {"status": "error", "reason": "reset: %s" % e}
+    runner.cells = 0
+    runner.lost = False
+    arm = req.get("arm")
+    runner.arm = arm if isinstance(arm, dict) else None
+    # The next call's worker is forked once this reply is sent (see
+    # serve), while the server hands the sandbox to that call.
+    return {"status": "ok", "checked": checked, "duration_ms": (time.perf_counter() - t0) * 1000}
+
+
+def _early_reset(runner, req, resp):
+    """After the reply of a transient call in a sandbox the server may
+    keep, makes the reset it will ask for next, and forks the next
+    call's spare worker, while the reply travels to the server and the
+    principal's next call comes: op "reset" then answers with this one.
+    Not after a reply that names files (the server reads them before it
+    asks for the reset) or that retires the sandbox (timeout, OOM,
+    kill). Any other request first drops it (see reset)."""
+    if not (req.get("transient") and req.get("keep") and runner.base is not None) or runner.pending:
+        return False
+    if resp.get("files") or resp.get("status") in ("timeout", "oom", "killed"):
+        return False
+    runner.early = runner.reset({})
+    if runner.early.get("status") == "ok":
+        # Armed with this call's guard: the one the server's reset
+        # request brings (the principal's last call's).
+        runner.arm = {"capabilities": req.get("capabilities"), "modules": req.get("modules")}
+        runner.spare()
+    return True

@@ -86,24 +86,8 @@ class _Runner:
     early = None  # the reset made right after a kept call's reply, for the server's reset request
 
     def early_reset(self, req, resp):
-        """After the reply of a transient call in a sandbox the server may
-        keep, makes the reset it will ask for next, and forks the next
-        call's spare worker, while the reply travels to the server and the
-        principal's next call comes: op "reset" then answers with this one.
-        Not after a reply that names files (the server reads them before it
-        asks for the reset) or that retires the sandbox (timeout, OOM,
-        kill). Any other request first drops it (see reset)."""
-        if not (req.get("transient") and req.get("keep") and self.base is not None) or self.pending:
-            return False
-        if resp.get("files") or resp.get("status") in ("timeout", "oom", "killed"):
-            return False
-        self.early = self.reset({})
-        if self.early.get("status") == "ok":
-            # Armed with this call's guard: the one the server's reset
-            # request brings (the principal's last call's).
-            self.arm = {"capabilities": req.get("capabilities"), "modules": req.get("modules")}
-            self.spare()
-        return True
+        """The reset made right after a kept call's reply (reset.py)."""
+        return _early_reset(self, req, resp)
 
     arm = None  # the guard a spare worker installs ahead of its call (from preload)
     warm = ()  # the modules of the last call here that a spare worker warms up for
@@ -459,38 +443,8 @@ class _Runner:
     base_error = ""  # why none could be taken
 
     def reset(self, req):
-        """Makes a transient sandbox ready for its principal's next call
-        (op "reset"), or says why it cannot be: then it must not serve
-        another call. Made early (early_reset) and nothing asked since: that
-        one's answer, and the spare it forked installs req's guard now."""
-        early, self.early = self.early, None
-        if early is not None and req.get("op") == "reset":
-            arm = req.get("arm")
-            self.arm = arm if isinstance(arm, dict) else None
-            w = self.worker
-            if early.get("status") != "ok":
-                pass
-            elif self.arm is not None and w is not None and w.armed and w.key != _worker_key(self.arm):
-                self.spare()  # armed with another guard than the server's: a fresh one
-            else:
-                self.arm_spare()
-            return early
-        t0 = time.perf_counter()
-        if self.base is None:
-            return {"status": "error", "reason": self.base_error or "no call has run in this sandbox yet"}
-        try:
-            checked = _reset(self, self.base)
-        except _ResetFailed as e:
-            return {"status": "error", "reason": str(e)}
-        except OSError as e:
-            return {"status": "error", "reason": "reset: %s" % e}
-        self.cells = 0
-        self.lost = False
-        arm = req.get("arm")
-        self.arm = arm if isinstance(arm, dict) else None
-        # The next call's worker is forked once this reply is sent (see
-        # serve), while the server hands the sandbox to that call.
-        return {"status": "ok", "checked": checked, "duration_ms": (time.perf_counter() - t0) * 1000}
+        """Op "reset" (reset.py)."""
+        return _reset_op(self, req)
 
     def drain(self, fd, cap, lv=None):
         """Reads what is in fd now into cap (and lv, a _Live: the run's
