@@ -325,22 +325,17 @@ def _reset(runner, base):
     if runner.worker is not None:
         runner.worker.kill(wait=False)
         runner.worker = None
-    _kill_strays(None, exiting_ok=True)
-    _reap(None)
-    left = [p for p in _others() if not _exiting(p)]
-    if left:
-        raise _ResetFailed("processes %s are still running" % ", ".join(map(str, left[:10])))
-    try:
-        return ["processes: none but the runner"] + _restore(base)
-    except _ResetFailed:
-        if not _others():
-            raise
-    _kill_strays(None)
-    _reap(None)
-    left = _others()
-    if left:
-        raise _ResetFailed("processes %s are still running" % ", ".join(map(str, left[:10])))
-    return ["processes: none but the runner"] + _restore(base)
+    for exiting_ok in (True, False):
+        _kill_strays(None, exiting_ok=exiting_ok)
+        _reap(None)
+        left = [p for p in _others() if not (exiting_ok and _exiting(p))]
+        if left:
+            raise _ResetFailed("processes %s are still running" % ", ".join(map(str, left[:10])))
+        try:
+            return ["processes: none but the runner"] + _restore(base)
+        except _ResetFailed:
+            if not (exiting_ok and _others()):
+                raise
 
 
 def _restore(base):
@@ -379,12 +374,11 @@ def _reset_op(runner, req):
         arm = req.get("arm")
         runner.arm = arm if isinstance(arm, dict) else None
         w = runner.worker
-        if early.get("status") != "ok":
-            pass
-        elif runner.arm is not None and w is not None and w.armed and w.key != _worker_key(runner.arm):
-            runner.spare()  # armed with another guard than the server's: a fresh one
-        else:
-            runner.arm_spare()
+        if early.get("status") == "ok":
+            if runner.arm is not None and w is not None and w.armed and w.key != _worker_key(runner.arm):
+                runner.spare()  # armed with another guard than the server's: a fresh one
+            else:
+                runner.arm_spare()
         return early
     t0 = time.perf_counter()
     if runner.base is None:
