@@ -124,13 +124,14 @@ def _worker_main(ctrl_r, res_w, out_w, err_w, warm=None):
     os.dup2(out_w, 1)
     os.dup2(err_w, 2)
     null = os.dup(_DEVNULL)
-    keep = {0, 1, 2, ctrl_r, res_w, null, proc}
-    for fd in range(3, 1024):
-        if fd not in keep:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+    # Everything else the runner held is closed: one close_range per gap
+    # between the kept descriptors, not a close per descriptor number.
+    lo = 3
+    for fd in sorted({ctrl_r, res_w, null, proc} - {-1}):
+        if fd >= lo:
+            os.closerange(lo, fd)
+            lo = fd + 1
+    os.closerange(lo, 1024)
     # The OOM killer takes the worker first: its oom_score_adj is written
     # while it is dumpable for a moment (its /proc files are the user's
     # then), before any user code. Then it is non-dumpable for good (the
