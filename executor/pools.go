@@ -70,6 +70,9 @@ func (h poolHost) Log() *slog.Logger         { return h.e.log }
 func (h poolHost) Destroy(sb *sandbox)       { h.e.destroy(sb) }
 func (h poolHost) Finish(sb *sandbox)        { h.e.finish(sb) }
 func (h poolHost) Quiet()                    { h.e.topUpNetworks() } // holders for the next burst
+func (h poolHost) Succeed(owner, class string, modules []string, left time.Duration) bool {
+	return h.e.pool().Expect(class, modules, owner, left)
+}
 func (h poolHost) ask(ctx context.Context, sb *sandbox, req protocol.Request, d time.Duration) (*protocol.Reply, *failure, error) {
 	return h.e.roundTrip(ctx, sb, req, d, false, preloadReplyLimit)
 }

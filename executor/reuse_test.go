@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/python-docker-mcp/python-docker-mcp/config"
+	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/poolplan"
 	"github.com/python-docker-mcp/python-docker-mcp/policy/analyze"
 )
 
@@ -155,5 +156,51 @@ func TestReuseNever(t *testing.T) {
 	}
 	if st := e2.Stats().Reuse; st.Hits != 0 || st.Idle != 0 {
 		t.Errorf("pool.reuse never: reuse stats %+v, want none", st)
+	}
+}
+
+// TestReuseSuccessor: a kept sandbox's principal learned its class from
+// the pool, then kept calling in the kept sandbox, unseen by the pool,
+// while another principal's calls moved the pool's demand to bare
+// sandboxes. The kept sandbox asks for its successor before its last
+// call (pool.reuse_max_calls), so the call after that last one finds
+// numpy imported, not a bare sandbox where it imports it itself.
+func TestReuseSuccessor(t *testing.T) {
+	e := reuseExec(t, func(c *config.Config) {
+		c.Pool.Size, c.Pool.MaxSize = 2, 2
+		c.Pool.ReuseMaxCalls = 4
+		c.Pool.MaxPerPrincipal = 1
+	})
+	const code = "import sys\nprint('numpy' in sys.modules)\nimport numpy\n"
+	call := func(what, want string) string {
+		t.Helper()
+		id, out, res := host(t, e, "alice", code)
+		wantStatus(t, res, "ok")
+		if got := strings.TrimSpace(out); got != want {
+			t.Fatalf("%s: numpy imported before the code: %s, want %s", what, got, want)
+		}
+		return id
+	}
+	eventually(t, "the pool fills", func() bool { return e.pool().IdleCount() == 2 })
+	call("the first call, in a bare sandbox", "False")
+	eventually(t, "the pool learns alice's class", func() bool {
+		return e.pool().IdleByClass()[poolplan.Owned("alice", "numpy")] > 0
+	})
+	waitKept(t, e, 1)
+	kept := call("the second call, from the pool", "True")
+	for range 8 {
+		wantStatus(t, transient(t, e, Request{Owner: "bob", Reuse: config.ReuseNever, Code: "print(1)"}), "ok")
+	}
+	eventually(t, "the pool settles", func() bool { return e.pool().Creating() == 0 && e.pool().IdleCount() == 2 })
+	for i := 3; i <= 5; i++ {
+		waitKept(t, e, 1)
+		if id := call("a call in the kept sandbox", "True"); id != kept {
+			t.Fatalf("call %d ran in %s, want the kept %s", i, id, kept)
+		}
+	}
+	eventually(t, "the kept sandbox retires", func() bool { return e.Stats().Reuse.Retired >= 1 })
+	eventually(t, "the pool settles", func() bool { return e.pool().Creating() == 0 })
+	if id := call("the call after the kept sandbox's last", "True"); id == kept {
+		t.Fatalf("the sixth call ran in the retired sandbox %s", kept)
 	}
 }

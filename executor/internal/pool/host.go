@@ -57,6 +57,11 @@ type Host[S Sandbox] interface {
 	// Quiet says the transient pool holds all it wants and creates
 	// nothing: the host may prepare what the next burst needs.
 	Quiet()
+	// Succeed asks the transient pool for the successor of owner's kept
+	// sandbox of class (its limits) that preloaded modules and is
+	// expected to serve about left more (Pool.Expect); false while that
+	// is too early, or when no pool can make it.
+	Succeed(owner, class string, modules []string, left time.Duration) bool
 }
 
 // Failure is why a sandbox did not answer: its status (timeout, oom,

@@ -98,6 +98,7 @@ type Pool[S Sandbox] struct {
 	lastErr    string                   // the last creation error, logged once
 	heldBy     S                        // the latest call that left the pool stocked, until it answers
 	holdTill   time.Time                // and at the latest until then
+	expected   map[string][]expectation // successors kept sandboxes asked for, by class (successor.go)
 	hold       time.Duration            // refillHold; tests shorten or lengthen it
 	kick       chan struct{}
 }
@@ -245,6 +246,7 @@ func (p *Pool[S]) plan(now time.Time) map[string]int {
 		}
 		plan[c] += n
 	}
+	p.expect(plan, now)
 	return plan
 }
 
@@ -317,6 +319,7 @@ func (p *Pool[S]) pop(need []string, owner string) (sb S, ok bool) {
 			go p.h.Destroy(it.sb)
 			continue
 		}
+		p.taken(it, owner)
 		if len(p.idle) == 0 {
 			var none S
 			p.drained = now
@@ -677,7 +680,8 @@ func (p *Pool[S]) fill(stop <-chan struct{}) (done bool) {
 // removing its oldest idle sandbox of another principal's class beyond
 // its target (demand moved on), which would otherwise wait poolplan.TrimAfter
 // while serving nobody else. A shared sandbox beyond its target is kept
-// that long instead: any call can use it. p.mu is held.
+// that long instead: any call can use it; but not in the way of a kept
+// sandbox's successor. p.mu is held.
 func (p *Pool[S]) room(class string) bool {
 	if len(p.idle)+len(p.inflight) < p.maxSize {
 		return true
@@ -685,7 +689,8 @@ func (p *Pool[S]) room(class string) bool {
 	plan := p.plan(time.Now())
 	have := p.idleByClass()
 	for i, it := range p.idle {
-		if c := it.class(); c != class && it.owner != "" && have[c] > plan[c] {
+		// A successor (successor.go) may also replace a shared one.
+		if c := it.class(); c != class && (it.owner != "" || p.successor(class)) && have[c] > plan[c] {
 			p.idle = slices.Delete(p.idle, i, i+1)
 			go p.h.Destroy(it.sb)
 			return true

@@ -3,9 +3,11 @@ package pool
 import (
 	"context"
 	"errors"
+	"maps"
 	"testing"
 	"time"
 
+	"github.com/python-docker-mcp/python-docker-mcp/executor/internal/poolplan"
 	"github.com/python-docker-mcp/python-docker-mcp/executor/protocol"
 )
 
@@ -166,3 +168,62 @@ func TestRefillGivenUpWhenThePoolStops(t *testing.T) {
 		t.Fatal("create still waits 10 s after the pool stopped")
 	}
 }
+
+// A kept sandbox near its end asks for its successor: the pool's plan
+// then holds one sandbox of its class (within maxSize, other classes
+// lowered), until a call of its principal takes one or the wish lapses.
+// Asked too early (more life left than two creations of the class) or of
+// a pool that cannot make it, nothing changes.
+func TestExpectSuccessor(t *testing.T) {
+	p := &Pool[*tsb]{learn: true, limits: "L", size: 1, maxSize: 2, took: map[string]time.Duration{"numpy": time.Second},
+		unloadable: map[string]bool{}, kick: make(chan struct{}, 1), demand: demandOf(1, 2)}
+	now := time.Now()
+	p.demand.Record(now, "")
+	p.demand.Record(now, "")
+	plan := func() map[string]int { return p.plan(time.Now()) }
+	if got := plan(); !maps.Equal(got, map[string]int{"": 2}) {
+		t.Fatalf("plan before = %v", got)
+	}
+	alice := poolplan.Owned("alice", "numpy")
+	for _, tc := range []struct {
+		name   string
+		limits string
+		left   time.Duration
+		asked  bool
+		want   map[string]int
+	}{
+		{"too early", "L", 3 * time.Second, false, map[string]int{"": 2}},
+		{"other limits", "M", 0, false, map[string]int{"": 2}},
+		{"in time", "L", 2 * time.Second, true, map[string]int{"": 1, alice: 1}},
+		{"a second one", "L", 0, true, map[string]int{alice: 2}},
+	} {
+		if got := p.Expect(tc.limits, []string{"numpy"}, "alice", tc.left); got != tc.asked {
+			t.Errorf("%s: Expect = %v, want %v", tc.name, got, tc.asked)
+		}
+		if got := plan(); !maps.Equal(got, tc.want) {
+			t.Errorf("%s: plan = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if p.Expected() != 2 {
+		t.Errorf("Expected = %d, want 2", p.Expected())
+	}
+	it := pooled[*tsb]{modules: []string{"numpy"}, owner: "alice"}
+	p.taken(it, "bob") // not the principal that asked
+	if p.Expected() != 2 {
+		t.Errorf("after bob took one: Expected = %d, want 2", p.Expected())
+	}
+	p.taken(it, "alice")
+	if got := plan(); !maps.Equal(got, map[string]int{"": 1, alice: 1}) {
+		t.Errorf("after alice took one: plan = %v", got)
+	}
+	p.expected[alice][0].until = time.Now().Add(-time.Second) // lapsed
+	if got := plan(); !maps.Equal(got, map[string]int{"": 2}) || p.Expected() != 0 {
+		t.Errorf("after the wish lapsed: plan = %v, Expected = %d", got, p.Expected())
+	}
+	var none *Pool[*tsb]
+	if none.Expect("L", nil, "alice", 0) {
+		t.Error("a nil pool took a wish")
+	}
+}
+
+func demandOf(floor, max int) poolplan.Demand { return poolplan.Demand{Floor: floor, Max: max} }

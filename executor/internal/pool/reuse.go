@@ -59,7 +59,8 @@ type Kept[S Sandbox] struct {
 	born    time.Time
 	calls   int
 	used    time.Time
-	gen     int // Reuse.gen when it was adopted
+	gen     int  // Reuse.gen when it was adopted
+	renewed bool // its successor was asked for (Host.Succeed)
 }
 
 // keptWaiter is a call waiting for one of its principal's sandboxes.
@@ -355,6 +356,12 @@ func (w *Reuse[S]) GiveBack(k *Kept[S], retire bool, arm *protocol.Guard) {
 	k.calls++
 	k.used = time.Now()
 	retire = retire || k.sb.Dead()
+	if !retire && !k.renewed {
+		// Near its end (or at it: its last call) it asks for its successor,
+		// so that its principal's call after its last finds its modules
+		// imported (successor.go).
+		k.renewed = w.h.Succeed(k.owner, k.class, k.modules, w.left(k))
+	}
 	w.mu.Lock()
 	if retire || !w.usable(k, k.used) || !w.h.Begin() {
 		w.drop(k, &w.retired)
@@ -378,6 +385,15 @@ func (w *Reuse[S]) GiveBack(k *Kept[S], retire bool, arm *protocol.Guard) {
 		w.resetOK.Add(1)
 		w.offer(k)
 	}()
+}
+
+// left is how much longer k is expected to serve: its calls left at the
+// pace of those it served, or its age left, whichever ends first.
+func (w *Reuse[S]) left(k *Kept[S]) time.Duration {
+	p := w.h.Config()
+	life := k.used.Sub(k.born)
+	byCalls := time.Duration(max(p.ReuseMaxCalls-k.calls, 0)) * (life / time.Duration(max(k.calls, 1)))
+	return max(min(byCalls, p.ReuseMaxAge.D()-life), 0)
 }
 
 // reset asks k's runner to reset the sandbox; false when it could not.
