@@ -203,4 +203,7 @@ func TestReuseSuccessor(t *testing.T) {
 	if id := call("the call after the kept sandbox's last", "True"); id == kept {
 		t.Fatalf("the sixth call ran in the retired sandbox %s", kept)
 	}
+	if st := e.Stats().Reuse; st.Successors < 1 {
+		t.Errorf("reuse stats %+v: want a successor asked for", st)
+	}
 }

@@ -48,6 +48,7 @@ type Reuse[S Sandbox] struct {
 	failed  atomic.Int64 // resets that failed a check (the sandbox was removed)
 	retired atomic.Int64 // kept sandboxes removed for their age, calls, or a call's timeout, OOM, kill or invalid reply
 	evicted atomic.Int64 // idle ones removed to stay within reuse_max_idle or max_per_principal
+	renewed atomic.Int64 // kept sandboxes that asked the warm pool for their successor
 }
 
 // Kept is one sandbox kept for its principal.
@@ -360,7 +361,9 @@ func (w *Reuse[S]) GiveBack(k *Kept[S], retire bool, arm *protocol.Guard) {
 		// Near its end (or at it: its last call) it asks for its successor,
 		// so that its principal's call after its last finds its modules
 		// imported (successor.go).
-		k.renewed = w.h.Succeed(k.owner, k.class, k.modules, w.left(k))
+		if k.renewed = w.h.Succeed(k.owner, k.class, k.modules, w.left(k)); k.renewed {
+			w.renewed.Add(1)
+		}
 	}
 	w.mu.Lock()
 	if retire || !w.usable(k, k.used) || !w.h.Begin() {
@@ -481,6 +484,9 @@ type ReuseStats struct {
 	// pool.max_per_principal.
 	Retired int64
 	Evicted int64
+	// Successors are the kept sandboxes that asked the warm pool for their
+	// successor near their end (Pool.Expect).
+	Successors int64
 }
 
 // Stats are the kept sandboxes' counters.
@@ -489,7 +495,7 @@ func (w *Reuse[S]) Stats() ReuseStats {
 	idle := len(w.idle)
 	w.mu.Unlock()
 	return ReuseStats{Idle: idle, Hits: w.hits.Load(), Resets: w.resetOK.Load(), ResetFailures: w.failed.Load(),
-		Retired: w.retired.Load(), Evicted: w.evicted.Load()}
+		Retired: w.retired.Load(), Evicted: w.evicted.Load(), Successors: w.renewed.Load()}
 }
 
 // Sandbox is the kept sandbox.

@@ -162,12 +162,13 @@ var (
 	descReuseHits   = prometheus.NewDesc(Namespace+"_reuse_hits_total", "Transient calls served by a sandbox kept for their principal.", nil, nil)
 	descReuseResets = prometheus.NewDesc(Namespace+"_reuse_resets_total", "Resets of kept sandboxes between calls, by result (ok: every check passed; failed: the sandbox was removed).", []string{"result"}, nil)
 	descReuseEnds   = prometheus.NewDesc(Namespace+"_reuse_removed_total", "Kept sandboxes removed, by why (retired: age, calls, or a call's timeout, OOM, kill or invalid reply; evicted: pool.reuse_max_idle or pool.max_per_principal).", []string{"why"}, nil)
+	descReuseNext   = prometheus.NewDesc(Namespace+"_reuse_successors_total", "Kept sandboxes that asked the warm pool for their successor near the end of their life (pool.reuse_max_calls, pool.reuse_max_age).", nil, nil)
 	descQuotaRefuse = prometheus.NewDesc(Namespace+"_quota_refusals_total", "Requests refused (or outputs not kept) because a principal's quota was reached, by quota.", []string{"quota"}, nil)
 )
 
 func (s *scrape) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPoolSize, descPoolIdle, descPoolHits, descPoolMisses, descStarts, descStartFails, descRunners, descSandboxes, descSessions, descMCPSessions, descQuotaUse, descQuotaTop, descQuotaRefuse,
-		descReuseIdle, descReuseHits, descReuseResets, descReuseEnds} {
+		descReuseIdle, descReuseHits, descReuseResets, descReuseEnds, descReuseNext} {
 		ch <- d
 	}
 }
@@ -194,6 +195,7 @@ func (s *scrape) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descReuseResets, prometheus.CounterValue, float64(r.ResetFailures), "failed")
 		ch <- prometheus.MustNewConstMetric(descReuseEnds, prometheus.CounterValue, float64(r.Retired), "retired")
 		ch <- prometheus.MustNewConstMetric(descReuseEnds, prometheus.CounterValue, float64(r.Evicted), "evicted")
+		ch <- prometheus.MustNewConstMetric(descReuseNext, prometheus.CounterValue, float64(r.Successors))
 	}
 	if s.src.MCPSessions != nil {
 		ch <- prometheus.MustNewConstMetric(descMCPSessions, prometheus.GaugeValue, float64(s.src.MCPSessions()))

@@ -52,7 +52,7 @@ func TestExposition(t *testing.T) {
 		Executor: func() executor.Stats {
 			return executor.Stats{Pools: []executor.PoolStats{{Kind: "transient", Size: 2, Idle: 1, Hits: 5, Misses: 3}},
 				SandboxStarts: 9, SandboxStartFailures: 1, RunnersLoaded: 7, RunnersCompiled: 2, Sandboxes: 4, Sessions: 2,
-				Reuse: executor.ReuseStats{Idle: 2, Hits: 40, Resets: 41, ResetFailures: 1, Retired: 3, Evicted: 4}}
+				Reuse: executor.ReuseStats{Idle: 2, Hits: 40, Resets: 41, ResetFailures: 1, Retired: 3, Evicted: 4, Successors: 5}}
 		},
 		MCPSessions: func() int { return 3 },
 	})
@@ -92,12 +92,15 @@ python_docker_mcp_reuse_resets_total{result="ok"} 41
 # TYPE python_docker_mcp_reuse_removed_total counter
 python_docker_mcp_reuse_removed_total{why="evicted"} 4
 python_docker_mcp_reuse_removed_total{why="retired"} 3
+# HELP python_docker_mcp_reuse_successors_total Kept sandboxes that asked the warm pool for their successor near the end of their life (pool.reuse_max_calls, pool.reuse_max_age).
+# TYPE python_docker_mcp_reuse_successors_total counter
+python_docker_mcp_reuse_successors_total 5
 `
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want),
 		"python_docker_mcp_policy_denials_total", "python_docker_mcp_pool_misses_total",
 		"python_docker_mcp_mcp_sessions", "python_docker_mcp_sandbox_start_failures_total",
 		"python_docker_mcp_sandbox_runners_total", "python_docker_mcp_reuse_hits_total", "python_docker_mcp_reuse_resets_total",
-		"python_docker_mcp_reuse_removed_total"); err != nil {
+		"python_docker_mcp_reuse_removed_total", "python_docker_mcp_reuse_successors_total"); err != nil {
 		t.Error(err)
 	}
 	if n := testutil.CollectAndCount(m.calls); n != 1 {
