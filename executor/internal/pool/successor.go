@@ -121,19 +121,3 @@ func (p *Pool[S]) taken(it pooled[S], owner string) {
 		}
 	}
 }
-
-// Expected counts the successors asked for and still wanted.
-func (p *Pool[S]) Expected() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	now := time.Now()
-	for _, es := range p.expected {
-		for _, e := range es {
-			if now.Before(e.until) {
-				n++
-			}
-		}
-	}
-	return n
-}
