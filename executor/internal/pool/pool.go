@@ -488,6 +488,7 @@ func (p *Pool[S]) deliver(it pooled[S]) {
 			continue
 		}
 		p.waiters = slices.Delete(p.waiters, i, i+1)
+		p.taken(it, w.owner) // a call takes it, as in pop
 		w.ch <- started[S]{it: it}
 		close(w.done)
 		return

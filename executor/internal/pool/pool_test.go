@@ -232,3 +232,20 @@ func TestExpectSuccessor(t *testing.T) {
 		t.Error("a nil pool took a wish")
 	}
 }
+
+// A successor handed straight to a waiting call of its principal (a
+// refill that lands while the call waits) ends the wish, as one taken
+// from the idle list does: the pool makes no second one.
+func TestSuccessorDeliveredToAWaiter(t *testing.T) {
+	alice := poolplan.Owned("alice", "numpy")
+	p := &Pool[*tsb]{maxSize: 2, expected: map[string][]expectation{alice: {{owner: "alice", until: time.Now().Add(time.Minute)}}}}
+	w := &waiter[*tsb]{ch: make(chan started[*tsb], 1), done: make(chan struct{}), owner: "alice"}
+	p.waiters = []*waiter[*tsb]{w}
+	p.deliver(pooled[*tsb]{sb: &tsb{id: "s"}, modules: []string{"numpy"}, owner: "alice"})
+	if got := <-w.ch; got.it.sb.id != "s" {
+		t.Fatalf("the waiter got %+v", got)
+	}
+	if len(p.expected[alice]) != 0 {
+		t.Errorf("wishes left after the delivery: %v", p.expected)
+	}
+}
