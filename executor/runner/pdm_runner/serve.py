@@ -53,6 +53,10 @@ class _Runner:
         self.spare()
         while True:
             if not self.pending:
+                if self.forked:
+                    # Before waiting: the pages this fork shared (warm.py).
+                    # Stopped by a request: again once it is served.
+                    self.forked = not _warm_runner()
                 self.idle_wait()
                 continue
             req = self.pending.pop(0)
@@ -92,6 +96,8 @@ class _Runner:
     arm = None  # the guard a spare worker installs ahead of its call (from preload)
     warm = ()  # the modules of the last call here that a spare worker warms up for
 
+    forked = False  # a worker was forked since the runner's last warm-up
+
     def spare(self):
         """Forks a worker before it is needed, off the call's path; if that
         fails, the next call forks one (and reports why it cannot). With a
@@ -111,6 +117,7 @@ class _Runner:
         except OSError as e:
             _diag("spare worker: %s" % e)
             return
+        self.forked = True
         self.arm_spare()
 
     def arm_spare(self):
