@@ -3,6 +3,7 @@ it gives way to a call: a waiting request stops it before the next step,
 while the guard the runner sends ahead (an arm frame) does not, and stays
 for the worker's loop to read."""
 
+import ast
 import ctypes
 import json
 import mmap
@@ -109,6 +110,44 @@ class WarmTest(unittest.TestCase):
             os.close(w)
         self.assertEqual(os.read(r, 100), b"")
         os.close(r)
+
+
+class WorkerPathTest(unittest.TestCase):
+    """The interpreter's exercise takes the path a call's code takes in the
+    worker (_worker_run): in a fresh fork, a call's parse and compile then
+    copy few of the pages they would copy without it."""
+
+    def faults_in_a_fork(self, R, warm):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            n = -1
+            try:
+                if warm:
+                    R["_warm_interpreter"]()
+                before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+                tree = ast.parse("import math\ny = [math.sqrt(i) for i in range(3)]\nprint(y)\ny\n", filename="<cell-1>", mode="exec")
+                last = ast.Expression(tree.body.pop().value)
+                compile(tree, "<cell-1>", "exec", dont_inherit=True)
+                compile(last, "<cell-1>", "eval", dont_inherit=True)
+                n = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+            finally:
+                os.write(w, str(n).encode())
+                os._exit(0)
+        os.close(w)
+        try:
+            return int(os.read(r, 100))
+        finally:
+            os.close(r)
+            os.waitpid(pid, 0)
+
+    def test_a_calls_parse_and_compile_after_the_exercise(self):
+        R = loader.load()
+        cold = self.faults_in_a_fork(R, False)
+        if cold < 20:
+            self.skipTest("this kernel shows no copy-on-write faults of a fork (%d)" % cold)
+        warm = self.faults_in_a_fork(R, True)
+        self.assertLessEqual(warm * 5, cold, "page faults of a cell's parse and compile: %d after the exercise, %d without" % (warm, cold))
 
 
 class RunnerWarmTest(unittest.TestCase):
