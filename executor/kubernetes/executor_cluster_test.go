@@ -68,19 +68,28 @@ func TestClusterExecutor(t *testing.T) {
 				}
 				return res
 			}
-			if res := run(executor.Request{Code: "print(1)"}); res.Status != "ok" || res.Stdout != "1\n" {
-				t.Errorf("print(1): %+v", res)
-			}
-			if pool {
-				// pool.reuse principal (the default): the principal's next
-				// call runs in the Pod its last one used, once that Pod's
-				// reset is done.
+			// pool.reuse principal (the default): the principal's next call
+			// runs in the Pod its last one used, once that Pod's reset is
+			// done. Each call below waits for that: the node has room for
+			// two sandbox Pods (the kept one and the pool's refill), and a
+			// call that came while its kept Pod was still being reset and
+			// the refill was still starting would start a third, which the
+			// node refuses (OutOfcpu).
+			keptIdle := func() {
+				t.Helper()
+				if !pool {
+					return
+				}
 				for deadline := time.Now().Add(time.Minute); e.Stats().Reuse.Idle < 1; time.Sleep(20 * time.Millisecond) {
 					if time.Now().After(deadline) {
 						t.Fatalf("no kept Pod a minute after the call: reuse stats %+v", e.Stats().Reuse)
 					}
 				}
 			}
+			if res := run(executor.Request{Code: "print(1)"}); res.Status != "ok" || res.Stdout != "1\n" {
+				t.Errorf("print(1): %+v", res)
+			}
+			keptIdle()
 			res := run(executor.Request{Code: "a += 1", State: json.RawMessage(`{"a": 2}`)})
 			if string(res.State) != `{"a": 3}` && string(res.State) != `{"a":3}` {
 				t.Errorf("state out %s (%+v), want a == 3", res.State, res)
@@ -88,6 +97,7 @@ func TestClusterExecutor(t *testing.T) {
 			if st := e.Stats().Reuse; pool && (st.Hits != 1 || st.Resets < 1 || st.ResetFailures != 0) {
 				t.Errorf("reuse stats %+v: want the second call in the kept Pod, reset once, no failed reset", st)
 			}
+			keptIdle()
 			if res := run(executor.Request{Code: "import time\ntime.sleep(60)", Imports: []analyze.Import{{Module: "time", Line: 1}}, Limits: executor.Limits{Timeout: 2 * time.Second}}); res.Status != "timeout" {
 				t.Errorf("sleep past the limit: %+v", res)
 			}
