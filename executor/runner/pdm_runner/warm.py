@@ -23,15 +23,14 @@
 
 
 def _warm_interpreter():
-    # The path of a call's code in _worker_run: the code parsed to an AST,
-    # its last expression split off, both compiled and run, the value's
-    # repr, the state collected and the reply encoded.
+    # The path of a call's code in _worker_run: the cell compiled as a call
+    # compiles it (_compile_cell), run, the value's repr, the state
+    # collected and the reply encoded.
     buf = io.StringIO()
     ns = {"print": lambda *a: print(*a, file=buf)}
-    tree = ast.parse("x = [i * 2 for i in range(10)]\nprint(x, {'k': 1.5})\nx\n", filename="<warm-up>", mode="exec")
-    last = ast.Expression(tree.body.pop().value)
-    exec(compile(tree, "<warm-up>", "exec", dont_inherit=True), ns)
-    value = eval(compile(last, "<warm-up>", "eval", dont_inherit=True), ns)
+    body, tail = _compile_cell("x = [i * 2 for i in range(10)]\nprint(x, {'k': 1.5})\nx\n", "<warm-up>")
+    exec(body, ns)
+    value = eval(tail, ns)
     state = _collect_state({"x": value, "y": {"k": 1.5}, "s": None}, 1 << 20, ["x", "y"])
     _encode({"status": "ok", "result": repr(value), "state": state[0], "nonce": "0" * 32})
 

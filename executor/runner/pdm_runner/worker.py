@@ -300,6 +300,18 @@ def _bash_run(req, denied):
     return resp
 
 
+def _compile_cell(code, cell_name):
+    """A cell compiled as a call runs it: its body, and its last
+    expression (None when the cell does not end in one), evaluated apart
+    for the call's result. The spare's warm-up takes this path too."""
+    tree = ast.parse(code, filename=cell_name, mode="exec")
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    body = compile(tree, cell_name, "exec", dont_inherit=True)
+    return body, compile(last, cell_name, "eval", dont_inherit=True) if last is not None else None
+
+
 def _worker_run(req, denied):
     if req.get("language") == "bash":
         return _bash_run(req, denied)
@@ -315,7 +327,7 @@ def _worker_run(req, denied):
     resp = {"status": "ok"}
     if not _TRANSIENT:
         importlib.invalidate_caches()
-    tree = ast.parse(code, filename=cell_name, mode="exec")
+    body, tail = _compile_cell(code, cell_name)
     ns = _USER.__dict__
     state_names = []
     if transient and isinstance(req.get("state"), dict):
@@ -326,12 +338,7 @@ def _worker_run(req, denied):
         state_names = None
     else:
         state_names.extend(str(n) for n in asked)
-    last = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = ast.Expression(tree.body.pop().value)
     linecache.cache[cell_name] = (len(code), None, code.splitlines(True), cell_name)
-    body = compile(tree, cell_name, "exec", dont_inherit=True)
-    tail = compile(last, cell_name, "eval", dont_inherit=True) if last is not None else None
 
     builtins.input = _no_input
     builtins.display = _display

@@ -3,7 +3,6 @@ it gives way to a call: a waiting request stops it before the next step,
 while the guard the runner sends ahead (an arm frame) does not, and stays
 for the worker's loop to read."""
 
-import ast
 import ctypes
 import json
 import mmap
@@ -126,10 +125,7 @@ class WorkerPathTest(unittest.TestCase):
                 if warm:
                     R["_warm_interpreter"]()
                 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-                tree = ast.parse("import math\ny = [math.sqrt(i) for i in range(3)]\nprint(y)\ny\n", filename="<cell-1>", mode="exec")
-                last = ast.Expression(tree.body.pop().value)
-                compile(tree, "<cell-1>", "exec", dont_inherit=True)
-                compile(last, "<cell-1>", "eval", dont_inherit=True)
+                R["_compile_cell"]("import math\ny = [math.sqrt(i) for i in range(3)]\nprint(y)\ny\n", "<cell-1>")
                 n = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
             finally:
                 os.write(w, str(n).encode())
