@@ -327,7 +327,15 @@ def _worker_run(req, denied):
     resp = {"status": "ok"}
     if not _TRANSIENT:
         importlib.invalidate_caches()
-    body, tail = _compile_cell(code, cell_name)
+    body = tail = refused = None
+    try:
+        body, tail = _compile_cell(code, cell_name)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+        # What CPython's compiler refuses after its parser (the runner's
+        # facts check) accepted it: 'return' outside a function, 'nonlocal'
+        # at module level. The call's error, raised before any of its code
+        # runs; the worker (a session's interpreter) lives on.
+        refused = e
     ns = _USER.__dict__
     state_names = []
     if transient and isinstance(req.get("state"), dict):
@@ -351,6 +359,8 @@ def _worker_run(req, denied):
     try:
         _RUN.running = True
         try:
+            if refused is not None:
+                raise refused
             exec(body, ns)
             if tail is not None:
                 value = eval(tail, ns)

@@ -93,6 +93,19 @@ class TransientCallTest(unittest.TestCase):
         self.assertEqual(resp["status"], "timeout", resp)
         self.assertIn("time limit of 0.2s", resp["error"]["message"])
 
+    def test_what_only_the_compiler_refuses_is_the_calls_error(self):
+        # CPython's parser (the facts check) accepts these; its compiler
+        # does not. The worker reports it as the call's error, with its
+        # line, and hands the state back: it does not die.
+        for code, msg in (("x = 1\nreturn 1\n", "'return' outside function"),
+                          ("x = 1\nnonlocal y\n", "nonlocal declaration not allowed at module level")):
+            resp = self.call(code=code, imports=[], state={"a": 1}, state_keys=[])
+            self.assertEqual(resp["status"], "error", resp)
+            self.assertEqual((resp["error"]["type"], resp["error"]["line"]), ("SyntaxError", 2), resp)
+            self.assertIn(msg, resp["error"]["message"])
+            self.assertEqual(resp["state"], {"a": 1})
+            self.assertEqual(resp["stderr"], "")
+
     def test_refused_before_a_worker_runs(self):
         resp = self.call(imports=[])
         self.assertEqual(resp["status"], "refused")
