@@ -87,7 +87,7 @@ func TestFakePoolServesOnlyItsLimits(t *testing.T) {
 func TestFakePoolMissCancelled(t *testing.T) {
 	e, _, gate := gatedPool(t)
 	release := gate()
-	defer close(release)
+	defer release()
 	emptyPool(t, tctx(t, time.Minute), e)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

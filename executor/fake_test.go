@@ -512,14 +512,21 @@ func TestFakeReapsDeadReplicas(t *testing.T) {
 }
 
 // gatedPool is an executor whose transient pool holds one sandbox, made one
-// at a time, on a fake backend whose next Create after gate() blocks until
-// the returned channel is closed.
-func gatedPool(t *testing.T) (e *Executor, fb *fake.Backend, gate func() chan struct{}) {
+// at a time, on a fake backend whose next creation of a transient sandbox
+// after gate() blocks until the returned release is called (or the test
+// ends: a failed test must not leave Close waiting for a creation held
+// at the gate). Only transient creations are gated: the pool of sandboxes
+// for new sessions fills on its own, and a creation of its that reached
+// the gate first would be the one held, leaving the transient refill free.
+func gatedPool(t *testing.T) (e *Executor, fb *fake.Backend, gate func() (release func())) {
 	t.Helper()
 	fb = fake.New()
 	var next atomic.Pointer[chan struct{}]
 	stuck := new(atomic.Int32)
-	fb.CreateHook = func(backend.Spec) error {
+	fb.CreateHook = func(spec backend.Spec) error {
+		if spec.Labels[backend.LabelKind] != backend.KindTransient {
+			return nil
+		}
 		if g := next.Swap(nil); g != nil {
 			stuck.Add(1)
 			<-*g
@@ -529,13 +536,16 @@ func gatedPool(t *testing.T) (e *Executor, fb *fake.Backend, gate func() chan st
 	e = newFakeOn(t, fb, func(c *config.Config) {
 		c.Pool = config.Pool{Enabled: true, Size: 1, MaxSize: 1, MaxAge: config.Duration(time.Hour), MaxConcurrentCreations: 1}
 	})
-	eventually(t, "the pool fills", func() bool { return e.pool().IdleCount() == 1 })
+	eventually(t, "both pools fill", func() bool { return e.pool().IdleCount() == 1 && e.spool().IdleCount() == 1 })
 	gatesEntered.Store(e, stuck)
 	t.Cleanup(func() { gatesEntered.Delete(e) })
-	gate = func() chan struct{} {
+	gate = func() func() {
 		g := make(chan struct{})
 		next.Store(&g)
-		return g
+		var once sync.Once
+		release := func() { once.Do(func() { close(g) }) }
+		t.Cleanup(release) // before newFakeOn's Close, which runs later
+		return release
 	}
 	return e, fb, gate
 }
@@ -573,7 +583,7 @@ func TestFakeMissWaitsForNearRefill(t *testing.T) {
 	release := gate()
 	e.pool().SetTook(time.Second, time.Hour) // a refill is due well before a cold start
 	emptyPool(t, ctx, e)
-	go func() { time.Sleep(200 * time.Millisecond); close(release) }()
+	go func() { time.Sleep(200 * time.Millisecond); release() }()
 	if res, err := e.Transient(ctx, Request{Code: "print 2"}); err != nil || res.Stdout != "2\n" {
 		t.Fatalf("second call: %+v, %v", res, err)
 	}
@@ -601,7 +611,7 @@ func TestFakeMissStartsColdWhileRefillStuck(t *testing.T) {
 			e, _, gate := gatedPool(t)
 			ctx := tctx(t, time.Minute)
 			release := gate()
-			defer close(release)
+			defer release()
 			e.pool().SetTook(tc.refill, tc.cold)
 			emptyPool(t, ctx, e)
 			if res, err := e.Transient(ctx, tc.req); err != nil || res.Stdout != "2\n" {
@@ -639,7 +649,7 @@ func TestFakeCloseEndsHold(t *testing.T) {
 		t.Error("the held call did not end when the executor closed")
 	}
 	// Close also waits for the stuck refill: let it go.
-	close(release)
+	release()
 	if err := <-closed; err != nil {
 		t.Errorf("Close: %v", err)
 	}
