@@ -687,14 +687,30 @@ func (e *Executor) Transient(ctx context.Context, req Request) (*Result, error) 
 	}
 	if sb == nil {
 		req.progress("starting a sandbox")
+		// While it starts, one of the principal's own sandboxes that is
+		// being reset may come back first: the call then takes that one
+		// and its start is cancelled (a pool's cold start then joins the
+		// pool).
+		sctx, stop := ctx, func(bool) *kept { return nil }
+		if reserved {
+			c, cancel := context.WithCancel(ctx)
+			defer cancel()
+			if watch := e.warm.Watch(req.Owner, class, need, cancel); watch != nil {
+				sctx, stop = c, watch
+			}
+		}
 		if pkgs == "" && pl.Fits(class) {
 			// Cold, no preload, raced against the pool's refills; the loser
 			// joins the pool, so it carries no owner label.
-			sb, err = pl.ColdStart(ctx, need, req.Owner, func(sctx context.Context) (*sandbox, error) {
+			sb, err = pl.ColdStart(sctx, need, req.Owner, func(sctx context.Context) (*sandbox, error) {
 				return e.startWithin(sctx, sandboxMeta{Kind: backend.KindTransient}, lim, lim.Timeout)
 			})
 		} else {
-			sb, err = e.startWithin(ctx, sandboxMeta{Kind: backend.KindTransient, Owner: req.Owner, Packages: pkgs}, lim, lim.Timeout)
+			sb, err = e.startWithin(sctx, sandboxMeta{Kind: backend.KindTransient, Owner: req.Owner, Packages: pkgs}, lim, lim.Timeout)
+		}
+		if own := stop(err != nil && ctx.Err() == nil); own != nil {
+			e.warm.Unreserve(req.Owner)
+			k, sb, err, reserved = own, own.Sandbox(), nil, false
 		}
 		if err != nil {
 			if reserved {

@@ -355,3 +355,65 @@ wait:
 	release()
 	eventually(t, "alice keeps both sandboxes", func() bool { return e.Stats().Reuse.Idle == 2 })
 }
+
+// A call that waited for its principal's sandbox being reset in vain and
+// starts a fresh one takes its own when that comes back first: on a full
+// node (here, no transient sandbox can be created) it would otherwise
+// wait for a start that never comes while its own sandbox waits idle.
+func TestFakeReuseTakesItsOwnBackDuringAStart(t *testing.T) {
+	fb := fake.New()
+	var full atomic.Bool
+	blocked := new(atomic.Int32)
+	room := make(chan struct{})
+	hold := make(chan struct{})
+	var roomOnce, holdOnce sync.Once
+	makeRoom := func() { roomOnce.Do(func() { close(room) }) }
+	endResets := func() { holdOnce.Do(func() { close(hold) }) }
+	fb.CreateHook = func(spec backend.Spec) error {
+		if full.Load() && spec.Labels[backend.LabelKind] == backend.KindTransient {
+			blocked.Add(1)
+			<-room
+		}
+		return nil
+	}
+	fb.ResetHold = hold
+	e := fakePool(t, fb, 1, config.ReusePrincipal) // max_per_principal 2
+	t.Cleanup(makeRoom)                             // before Close
+	t.Cleanup(endResets)
+	full.Store(true)
+	ctx := tctx(t, time.Minute)
+	if res, err := e.Transient(ctx, Request{Owner: "alice", Code: "print 1"}); err != nil || res.Status != "ok" {
+		t.Fatalf("first call: %+v, %v", res, err)
+	}
+	eventually(t, "alice's sandbox is being reset and the pool's refill cannot start", func() bool {
+		return e.warm.Resetting("alice") == 1 && blocked.Load() == 1
+	})
+	hits := e.warm.Stats().Hits
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		res, err := e.Transient(cctx, Request{Owner: "alice", Code: "print 2"})
+		if err == nil && (res.Status != "ok" || res.Stdout != "2\n") {
+			err = errors.New("status " + res.Status + ", stdout " + strconv.Quote(res.Stdout))
+		}
+		done <- err
+	}()
+	// The call's wait for the reset ends and its own start is stuck too.
+	eventually(t, "the second call starts a sandbox", func() bool { return blocked.Load() == 2 })
+	endResets()
+	if err := <-done; err != nil {
+		t.Fatalf("second call, its own sandbox back from its reset while its start was stuck: %v", err)
+	}
+	if got := e.warm.Stats().Hits - hits; got != 1 {
+		t.Errorf("the second call ran in %d kept sandboxes, want 1 (alice's, back from its reset)", got)
+	}
+	if n := fb.MaxRuns(); n != 2 {
+		t.Errorf("a sandbox served %d calls at most, want 2", n)
+	}
+	makeRoom()
+	// The cancelled start joins the pool; alice's sandbox is kept.
+	eventually(t, "alice's sandbox is kept and the pool refills", func() bool {
+		return e.Stats().Reuse.Idle == 1 && e.pool().IdleCount() == 1
+	})
+}

@@ -69,6 +69,11 @@ type keptWaiter[S Sandbox] struct {
 	class string
 	need  []string
 	ch    chan *Kept[S] // buffered: gets at most one
+	// placed: the call holds a place already and starts a fresh sandbox
+	// meanwhile (Watch); a place given up is not handed to it, and
+	// handed says a sandbox was handed over (called with w.mu held).
+	placed bool
+	handed func()
 }
 
 // resetDeadline bounds a reset; an idle runner's takes a few milliseconds.
@@ -177,6 +182,42 @@ func (w *Reuse[S]) Take(ctx context.Context, owner, class string, need []string,
 	}
 }
 
+// Watch lets a call that reserved a place (Take's reserved) and is
+// starting a fresh sandbox for it take instead one of owner's that
+// comes back from its reset first: a call that waited resetWait in vain
+// would otherwise wait for the whole start (on a full Kubernetes node, a
+// start that the node turns away until it gives up) while its own
+// sandbox waits idle. handed is called (with the keeper's lock held: it
+// must not block) when one is handed over: the caller cancels its start.
+// stop ends the watch: with keep, it returns the sandbox handed over, if
+// any (the caller gives back its place with Unreserve and runs in it);
+// without, such a sandbox is offered again. nil when none of owner's is
+// being reset: none comes back soon.
+func (w *Reuse[S]) Watch(owner, class string, need []string, handed func()) (stop func(keep bool) *Kept[S]) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.resets[owner] == 0 {
+		return nil
+	}
+	kw := w.enqueue(owner, class, need)
+	kw.placed, kw.handed = true, handed
+	return func(keep bool) *Kept[S] {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.dropWaiter(owner, kw)
+		select {
+		case k := <-kw.ch:
+			if keep {
+				w.hits.Add(1)
+				return k
+			}
+			w.offer(k)
+		default:
+		}
+		return nil
+	}
+}
+
 // enqueue adds a waiting call of owner's; called with w.mu held, in the
 // same hold as the look for an idle sandbox that found none, so that no
 // sandbox offered in between is missed.
@@ -261,10 +302,12 @@ func (w *Reuse[S]) release(owner string) {
 	if w.owned[owner] <= 0 {
 		delete(w.owned, owner)
 	}
-	if ws := w.waiters[owner]; len(ws) > 0 {
-		first := ws[0] // dropWaiter shifts ws
-		w.dropWaiter(owner, first)
-		first.ch <- nil
+	for _, kw := range w.waiters[owner] {
+		if !kw.placed {
+			w.dropWaiter(owner, kw) // it shifts the list: return at once
+			kw.ch <- nil
+			return
+		}
 	}
 }
 
@@ -429,6 +472,9 @@ func (w *Reuse[S]) offer(k *Kept[S]) {
 		if kw.class == k.class && coversAll(k.modules, kw.need) {
 			w.dropWaiter(k.owner, kw)
 			kw.ch <- k
+			if kw.handed != nil {
+				kw.handed()
+			}
 			return
 		}
 	}
