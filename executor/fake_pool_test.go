@@ -378,7 +378,7 @@ func TestFakeReuseTakesItsOwnBackDuringAStart(t *testing.T) {
 	}
 	fb.ResetHold = hold
 	e := fakePool(t, fb, 1, config.ReusePrincipal) // max_per_principal 2
-	t.Cleanup(makeRoom)                             // before Close
+	t.Cleanup(makeRoom)                            // before Close
 	t.Cleanup(endResets)
 	full.Store(true)
 	ctx := tctx(t, time.Minute)
