@@ -66,10 +66,13 @@ func (p *Pool[S]) Expect(limits string, modules []string, owner string, left tim
 }
 
 // expect raises plan to the successors asked for (Expect) and still
-// wanted at now, forgetting those no longer wanted, and lowers the other
-// classes (the largest target first) to keep the total within the pool's
-// maxSize: a successor replaces a kept sandbox whose principal's next call
-// is known to come. p.mu is held.
+// wanted at now, forgetting those no longer wanted, and lowers the
+// targets (the largest first) to keep the total within the pool's
+// maxSize, but none below its class's successors: a successor replaces a
+// kept sandbox whose principal's next call is known to come. A class's
+// target beyond its successors (the bare class's demand, say) is lowered
+// like any other's, else it would hold the places another class's
+// successor needs. p.mu is held.
 func (p *Pool[S]) expect(plan map[string]int, now time.Time) {
 	for c, es := range p.expected {
 		es = slices.DeleteFunc(es, func(e expectation) bool { return !now.Before(e.until) })
@@ -87,8 +90,8 @@ func (p *Pool[S]) expect(plan map[string]int, now time.Time) {
 	for total > p.maxSize {
 		top, found := "", false
 		for c, n := range plan {
-			if p.successor(c) {
-				continue
+			if n <= len(p.expected[c]) {
+				continue // its successors only
 			}
 			if !found || n > plan[top] || (n == plan[top] && c < top) {
 				top, found = c, true
