@@ -249,3 +249,33 @@ func TestSuccessorDeliveredToAWaiter(t *testing.T) {
 		t.Errorf("wishes left after the delivery: %v", p.expected)
 	}
 }
+
+// expect keeps the pool within maxSize by lowering targets, but never a
+// class below its successors: a class's target beyond them (the bare
+// class's demand next to one bare successor) is lowered like any other.
+func TestExpectLowersBeyondTheSuccessors(t *testing.T) {
+	alice := poolplan.Owned("alice", "numpy")
+	soon := time.Now().Add(time.Minute)
+	for _, tc := range []struct {
+		name       string
+		expected   map[string][]expectation
+		plan, want map[string]int
+	}{
+		{"a bare successor and demand for two bare",
+			map[string][]expectation{"": {{owner: "alice", until: soon}}, alice: {{owner: "alice", until: soon}}},
+			map[string]int{"": 2}, map[string]int{"": 1, alice: 1}},
+		{"successors alone past max_size",
+			map[string][]expectation{"": {{owner: "bob", until: soon}}, alice: {{owner: "alice", until: soon}}, poolplan.Owned("carol", "pandas"): {{owner: "carol", until: soon}}},
+			map[string]int{"": 3}, map[string]int{"": 1, alice: 1, poolplan.Owned("carol", "pandas"): 1}},
+		{"no successor",
+			nil, map[string]int{"": 2, alice: 1}, map[string]int{"": 1, alice: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &Pool[*tsb]{maxSize: 2, expected: tc.expected}
+			p.expect(tc.plan, time.Now())
+			if !maps.Equal(tc.plan, tc.want) {
+				t.Errorf("plan %v, want %v", tc.plan, tc.want)
+			}
+		})
+	}
+}
