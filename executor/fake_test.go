@@ -61,9 +61,15 @@ func newFakeOn(t *testing.T, fb *fake.Backend, edit func(*config.Config)) *Execu
 // eventually waits (generously: the machine may be loaded) for cond.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+	eventuallyWithin(t, 20*time.Second, what, cond)
+}
+
+// eventuallyWithin is eventually with a bound of d.
+func eventuallyWithin(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("still not true after 20 s: %s", what)
+			t.Fatalf("still not true after %s: %s", d, what)
 		}
 	}
 }

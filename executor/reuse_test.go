@@ -204,11 +204,9 @@ func TestReuseSuccessor(t *testing.T) {
 	// of bare sandboxes that a stale successor of the bare class kept
 	// from being replaced) fails here. It sometimes comes about 10 s after
 	// the others, hence the longer bound.
-	for deadline := time.Now().Add(time.Minute); e.pool().IdleByClass()[poolplan.Owned("alice", "numpy")] == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no successor of alice's kept sandbox in the pool after a minute: %v", e.pool().IdleByClass())
-		}
-	}
+	eventuallyWithin(t, time.Minute, "the pool holds the successor of alice's kept sandbox", func() bool {
+		return e.pool().IdleByClass()[poolplan.Owned("alice", "numpy")] > 0
+	})
 	if id := call("the call after the kept sandbox's last", "True"); id == kept {
 		t.Fatalf("the sixth call ran in the retired sandbox %s", kept)
 	}
