@@ -208,7 +208,7 @@ func (w *Reuse[S]) Watch(owner, class string, need []string, handed func()) (sto
 		select {
 		case k := <-kw.ch:
 			if keep {
-				w.hits.Add(1)
+				k, _ = w.got(k) // counts the hit
 				return k
 			}
 			w.offer(k)
